@@ -1,0 +1,239 @@
+// Package codec turns plaintext segments into erasure-coded, encrypted
+// blocks and back, and defines the capabilities that name an object.
+//
+// An object is encoded as Tahoe-LAFS encodes its CHK files, with modern
+// parts: the plaintext is split into segments (1 MiB by default); each
+// segment is sealed with AES-256-GCM under a random per-object key (the
+// nonce is the segment index; the last segment is marked in the associated
+// data, so a stream cannot be truncated or extended); the ciphertext is cut
+// into k data blocks and Reed–Solomon-coded into n blocks. Block i of every
+// segment goes to share i. The hash tree over the blocks is in package
+// sharefile.
+//
+// The package is pure and has no I/O. A Codec is safe for concurrent use,
+// so an uploader may encode several segments at once.
+//
+//	c, _ := codec.New(codec.DefaultParams(), codec.NewKey())
+//	seg := c.NewSegment()
+//	c.Encode(seg, 0, true, plaintext) // seg.Blocks[i] goes to share i
+package codec
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/klauspost/reedsolomon"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/zeebo/blake3"
+)
+
+var (
+	// ErrBadParams means k, n or the segment size are impossible.
+	ErrBadParams = errors.New("codec: bad parameters")
+	// ErrDecrypt means a segment did not authenticate: the key is wrong or
+	// the blocks are not the ones that were encoded.
+	ErrDecrypt = errors.New("codec: segment does not decrypt: wrong key or damaged data")
+	// ErrTooFewBlocks means fewer than k blocks were given to decode.
+	ErrTooFewBlocks = errors.New("codec: fewer than k blocks")
+)
+
+// Params are an object's encoding parameters.
+type Params struct {
+	K           int // blocks needed to read
+	N           int // blocks written, one per share
+	SegmentSize int // plaintext bytes per segment
+}
+
+// DefaultParams returns Tahoe's 3-of-10 with 1 MiB segments.
+func DefaultParams() Params { return Params{K: 3, N: 10, SegmentSize: 1 << 20} }
+
+// Validate reports whether the parameters are usable.
+func (p Params) Validate() error {
+	switch {
+	case p.K < 1 || p.N < p.K || p.N > 255:
+		return fmt.Errorf("%w: need 1 <= k <= n <= 255, have k=%d n=%d", ErrBadParams, p.K, p.N)
+	case p.SegmentSize < 1 || p.SegmentSize > sharefile.MaxSegmentSize:
+		return fmt.Errorf("%w: segment size %d is not in 1..%d", ErrBadParams, p.SegmentSize, sharefile.MaxSegmentSize)
+	}
+	return nil
+}
+
+// BlockSize returns the size of one block of a full segment.
+func (p Params) BlockSize() int { return sharefile.BlockSizeFor(p.SegmentSize, p.K) }
+
+// Key is an object's encryption key.
+type Key [32]byte
+
+// NewKey returns a random key.
+func NewKey() Key {
+	var k Key
+	if _, err := rand.Read(k[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return k
+}
+
+// StorageIndex derives the object's name on the storage nodes from its key.
+func (k Key) StorageIndex() sharefile.SI {
+	var si sharefile.SI
+	var out [32]byte
+	blake3.DeriveKey("quilt storage index v1", k[:], out[:])
+	copy(si[:], out[:])
+	return si
+}
+
+// Codec encodes and decodes the segments of one object.
+type Codec struct {
+	p    Params
+	aead cipher.AEAD
+	rs   reedsolomon.Encoder
+	pool sync.Pool
+}
+
+// New returns a Codec for an object with these parameters and key.
+func New(p Params, key Key) (*Codec, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key[:])
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	var rs reedsolomon.Encoder
+	if p.N > p.K {
+		rs, err = reedsolomon.New(p.K, p.N-p.K)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadParams, err)
+		}
+	}
+	c := &Codec{p: p, aead: aead, rs: rs}
+	c.pool.New = func() any { return c.newSegment() }
+	return c, nil
+}
+
+// Params returns the codec's parameters.
+func (c *Codec) Params() Params { return c.p }
+
+// Segment is one encoded segment: n blocks and their hashes. Blocks alias
+// one buffer owned by the Segment; reuse it with Release.
+type Segment struct {
+	Index  int64
+	Blocks [][]byte
+	Hashes []sharefile.Hash
+	buf    []byte
+}
+
+func (c *Codec) newSegment() *Segment {
+	bs := c.p.BlockSize()
+	return &Segment{buf: make([]byte, bs*c.p.N), Blocks: make([][]byte, c.p.N), Hashes: make([]sharefile.Hash, c.p.N)}
+}
+
+// NewSegment returns a segment buffer, from a pool.
+func (c *Codec) NewSegment() *Segment { return c.pool.Get().(*Segment) }
+
+// Release returns a segment buffer to the pool. The caller must not use
+// its blocks afterwards.
+func (c *Codec) Release(s *Segment) { c.pool.Put(s) }
+
+func nonce(index int64) []byte {
+	var n [12]byte
+	binary.BigEndian.PutUint64(n[:], uint64(index))
+	return n[:]
+}
+
+func aad(index int64, last bool) []byte {
+	var a [17]byte
+	copy(a[:8], "quiltseg")
+	binary.BigEndian.PutUint64(a[8:16], uint64(index))
+	if last {
+		a[16] = 1
+	}
+	return a[:]
+}
+
+// Encode seals plain (at most SegmentSize bytes; less only for the last
+// segment) as segment index, erasure-codes it, and hashes the blocks into
+// seg.
+func (c *Codec) Encode(seg *Segment, index int64, last bool, plain []byte) error {
+	if len(plain) > c.p.SegmentSize || (!last && len(plain) != c.p.SegmentSize) {
+		return fmt.Errorf("codec: segment %d has %d bytes, segment size is %d", index, len(plain), c.p.SegmentSize)
+	}
+	seg.Index = index
+	ctLen := len(plain) + sharefile.Overhead
+	bs := (ctLen + c.p.K - 1) / c.p.K
+	data := seg.buf[:bs*c.p.K]
+	c.aead.Seal(data[:0], nonce(index), plain, aad(index, last))
+	clear(data[ctLen:])
+	for i := range c.p.N {
+		seg.Blocks[i] = seg.buf[i*bs : (i+1)*bs : (i+1)*bs]
+	}
+	if c.rs != nil {
+		if err := c.rs.Encode(seg.Blocks); err != nil {
+			return fmt.Errorf("codec: erasure-code segment %d: %w", index, err)
+		}
+	}
+	for i := range c.p.N {
+		seg.Hashes[i] = sharefile.BlockHash(seg.Blocks[i])
+	}
+	return nil
+}
+
+// Reconstruct fills in the missing (nil) blocks of one segment from any k
+// present ones. Blocks must all have the same length. No key is needed:
+// repair uses it.
+func (c *Codec) Reconstruct(blocks [][]byte) error {
+	if present(blocks) < c.p.K {
+		return ErrTooFewBlocks
+	}
+	if c.rs == nil {
+		return nil
+	}
+	return c.rs.Reconstruct(blocks)
+}
+
+// Decode rebuilds and opens segment index from any k of its n blocks
+// (missing ones nil), appending the plaintext (plainLen bytes) to dst.
+// Present blocks must already be verified against their hashes; Decode may
+// fill in nil entries of blocks.
+func (c *Codec) Decode(dst []byte, index int64, last bool, plainLen int, blocks [][]byte) ([]byte, error) {
+	if present(blocks) < c.p.K {
+		return dst, ErrTooFewBlocks
+	}
+	if c.rs != nil {
+		if err := c.rs.ReconstructData(blocks); err != nil {
+			return dst, fmt.Errorf("codec: rebuild segment %d: %w", index, err)
+		}
+	}
+	ctLen := plainLen + sharefile.Overhead
+	ct := make([]byte, 0, len(blocks[0])*c.p.K)
+	for i := range c.p.K {
+		ct = append(ct, blocks[i]...)
+	}
+	if len(ct) < ctLen {
+		return dst, fmt.Errorf("codec: segment %d: %d ciphertext bytes, want %d", index, len(ct), ctLen)
+	}
+	out, err := c.aead.Open(dst, nonce(index), ct[:ctLen], aad(index, last))
+	if err != nil {
+		return dst, fmt.Errorf("%w (segment %d)", ErrDecrypt, index)
+	}
+	return out, nil
+}
+
+func present(blocks [][]byte) int {
+	n := 0
+	for _, b := range blocks {
+		if b != nil {
+			n++
+		}
+	}
+	return n
+}

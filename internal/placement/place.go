@@ -1,0 +1,122 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Plan says which node holds each share: Nodes[shnum] is the ID of the node
+// that holds share shnum.
+type Plan struct {
+	Nodes []string
+}
+
+// Happiness returns the number of distinct nodes in the plan.
+func (p Plan) Happiness() int {
+	seen := make(map[string]struct{}, len(p.Nodes))
+	for _, id := range p.Nodes {
+		seen[id] = struct{}{}
+	}
+	return len(seen)
+}
+
+// Place chooses a node for each of the n shares of the object with storage
+// index si, where each share needs shareSize bytes.
+//
+// Nodes with Free < shareSize are full and skipped. The others are taken in
+// [Rank] order, and shares 0..n-1 are assigned one at a time, each to the
+// node with room for it that minimises, in this order: the shares already
+// on the node, the shares already in its zone, its rank. So with at least n
+// usable nodes every share is on a different node and the zones are used as
+// evenly as possible; with fewer, some nodes hold more than one share, the
+// zones least used and the best-ranked nodes first. A node holds a further
+// share only if Free - held*shareSize >= shareSize. If an ID occurs more
+// than once in nodes, only its best-ranked entry is used.
+//
+// Place returns an error wrapping [ErrUnhappy] if the plan would have fewer
+// than happy distinct nodes or not all n shares fit, and [ErrBadParams] if
+// n < 1, happy < 1, happy > n or shareSize < 0. It does not modify nodes.
+func Place(si []byte, nodes []Node, n, happy int, shareSize int64) (Plan, error) {
+	if n < 1 || happy < 1 || happy > n || shareSize < 0 {
+		return Plan{}, fmt.Errorf("%w: n=%d happy=%d shareSize=%d: need 1 <= happy <= n and shareSize >= 0",
+			ErrBadParams, n, happy, shareSize)
+	}
+
+	ranked := Rank(si, nodes)
+	seen := make(map[string]struct{}, len(ranked))
+	cands := make([]Node, 0, len(ranked))
+	full := 0
+	for _, nd := range ranked {
+		if _, dup := seen[nd.ID]; dup {
+			continue
+		}
+		seen[nd.ID] = struct{}{}
+		if nd.Free < shareSize {
+			full++
+			continue
+		}
+		cands = append(cands, nd)
+	}
+	fail := &placeError{
+		n: n, happy: happy, shareSize: shareSize,
+		known: len(seen), full: full, usable: len(cands),
+	}
+	// Each usable node has room for one share and the first shares go to
+	// distinct nodes, so the plan's happiness is min(n, usable).
+	if min(n, len(cands)) < happy {
+		fail.placed = n // the shortfall is nodes, not space
+		return Plan{}, fail
+	}
+
+	// Zones as small integers, so that the loop below does no map lookups.
+	zoneOf := make([]int, len(cands))
+	zoneIdx := make(map[string]int)
+	for i, nd := range cands {
+		z, ok := zoneIdx[nd.Zone]
+		if !ok {
+			z = len(zoneIdx)
+			zoneIdx[nd.Zone] = z
+		}
+		zoneOf[i] = z
+	}
+	held := make([]int, len(cands))     // shares assigned to cands[i]
+	inZone := make([]int, len(zoneIdx)) // shares assigned per zone
+	plan := Plan{Nodes: make([]string, 0, n)}
+	for range n {
+		best := -1
+		for i, nd := range cands {
+			if shareSize > 0 && (nd.Free-int64(held[i])*shareSize) < shareSize {
+				continue // no room for another share
+			}
+			// Ties keep the better-ranked, earlier candidate.
+			if best < 0 || held[i] < held[best] ||
+				held[i] == held[best] && inZone[zoneOf[i]] < inZone[zoneOf[best]] {
+				best = i
+				if held[i] == 0 && inZone[zoneOf[i]] == 0 {
+					break // nothing later can beat an empty node in an empty zone
+				}
+			}
+		}
+		if best < 0 {
+			fail.placed = len(plan.Nodes)
+			return Plan{}, fail
+		}
+		held[best]++
+		inZone[zoneOf[best]]++
+		plan.Nodes = append(plan.Nodes, cands[best].ID)
+	}
+	return plan, nil
+}
+
+// Exclude returns a copy of nodes without the nodes whose ID is one of ids,
+// in the same order. Repair uses it to place new shares only on nodes that
+// do not already hold one. It does not modify nodes.
+func Exclude(nodes []Node, ids ...string) []Node {
+	out := make([]Node, 0, len(nodes))
+	for _, nd := range nodes {
+		if !slices.Contains(ids, nd.ID) {
+			out = append(out, nd)
+		}
+	}
+	return out
+}

@@ -1,0 +1,353 @@
+package sharestore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/sharefile"
+)
+
+// recordSize is the node's own prefix before the share bytes in a share
+// file: "QSR1", the lease, the object root, the arrival time.
+const recordSize = 128
+
+// Disk is a Store in a directory:
+//
+//	DIR/shares/ab/<storage index hex>/<share number>   record + share
+//	DIR/tmp/                                           uploads in flight
+//
+// An upload is written to DIR/tmp, checked, fsynced and renamed into
+// place, and the directory is fsynced, so a share is either absent or
+// whole and durable. Leftovers in DIR/tmp from a crash are removed on open.
+type Disk struct {
+	dir   string
+	space space
+	mu    sync.Mutex // serialises commits and deletes of one store
+}
+
+var _ Store = (*Disk)(nil)
+
+// OpenDisk opens (creating if needed) a store in dir that holds at most
+// capacity bytes of shares (0: as much as the disk has).
+func OpenDisk(dir string, capacity int64) (*Disk, error) {
+	d := &Disk{dir: dir}
+	d.space.capacity = capacity
+	d.space.diskFree = func() int64 { return diskFree(dir) }
+	for _, sub := range []string{"shares", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("sharestore: %w", err)
+		}
+	}
+	tmp, err := os.ReadDir(filepath.Join(dir, "tmp"))
+	if err != nil {
+		return nil, fmt.Errorf("sharestore: %w", err)
+	}
+	for _, e := range tmp {
+		os.Remove(filepath.Join(dir, "tmp", e.Name()))
+	}
+	err = d.Walk(context.Background(), func(i Info) error {
+		d.space.used += i.Size
+		d.space.shares++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func diskFree(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+func (d *Disk) siDir(si sharefile.SI) string {
+	h := hex.EncodeToString(si[:])
+	return filepath.Join(d.dir, "shares", h[:2], h)
+}
+
+func (d *Disk) path(key Key) string {
+	return filepath.Join(d.siDir(key.SI), strconv.Itoa(key.Share))
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// Put implements Store.
+func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, lease Lease) (info Info, err error) {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmpPath := filepath.Join(d.dir, "tmp", key.String()[:32]+"."+strconv.Itoa(key.Share)+"."+hex.EncodeToString(rnd[:])+".tmp")
+	f, err := os.OpenFile(tmpPath, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return Info{}, fmt.Errorf("sharestore: %w", err)
+	}
+	committed := false
+	var n int64
+	defer func() {
+		if !committed {
+			f.Close()
+			os.Remove(tmpPath)
+		}
+		d.space.settle(n, committed)
+		if isNoSpace(err) {
+			err = fmt.Errorf("%w: %v", ErrFull, err)
+		}
+	}()
+	rec := make([]byte, recordSize)
+	if _, err := f.Write(rec); err != nil {
+		return Info{}, err
+	}
+	c, n, err := receive(ctx, key, f, r, &d.space)
+	if err != nil {
+		return Info{}, err
+	}
+	si, err := finish(c, io.NewSectionReader(f, recordSize, n), n)
+	if err != nil {
+		return Info{}, err
+	}
+	info = Info{Key: key, Size: n, Root: si.Root, Created: time.Now().UTC()}
+	copy(rec, "QSR1")
+	copy(rec[4:36], lease[:])
+	copy(rec[36:68], si.Root[:])
+	binary.BigEndian.PutUint64(rec[68:], uint64(info.Created.UnixNano()))
+	if _, err := f.WriteAt(rec, 0); err != nil {
+		return Info{}, err
+	}
+	if err := f.Sync(); err != nil {
+		return Info{}, err
+	}
+	if err := f.Close(); err != nil {
+		return Info{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old, err := d.stat(key); err == nil {
+		if old.Root != info.Root {
+			return Info{}, ErrExists
+		}
+		return old, nil // the same share again: keep the one we have
+	}
+	dir := d.siDir(key.SI)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Info{}, err
+	}
+	if err := os.Rename(tmpPath, d.path(key)); err != nil {
+		return Info{}, err
+	}
+	committed = true
+	if err := syncDir(dir); err != nil {
+		return Info{}, err
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return Info{}, err
+	}
+	return info, nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// readInfo parses the record at the start of an open share file.
+func readInfo(f *os.File, key Key) (Info, Lease, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return Info{}, Lease{}, err
+	}
+	rec := make([]byte, recordSize)
+	if _, err := f.ReadAt(rec, 0); err != nil || !bytes.Equal(rec[:4], []byte("QSR1")) {
+		return Info{}, Lease{}, fmt.Errorf("%w: %s has no share record", ErrCorrupt, key)
+	}
+	info := Info{Key: key, Size: st.Size() - recordSize}
+	var lease Lease
+	copy(lease[:], rec[4:36])
+	copy(info.Root[:], rec[36:68])
+	info.Created = time.Unix(0, int64(binary.BigEndian.Uint64(rec[68:]))).UTC()
+	return info, lease, nil
+}
+
+func (d *Disk) stat(key Key) (Info, error) {
+	f, err := os.Open(d.path(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Info{}, ErrNotFound
+	} else if err != nil {
+		return Info{}, err
+	}
+	defer f.Close()
+	info, _, err := readInfo(f, key)
+	return info, err
+}
+
+type diskShare struct {
+	f    *os.File
+	info Info
+}
+
+func (s *diskShare) ReadAt(p []byte, off int64) (int, error) {
+	if off >= s.info.Size {
+		return 0, io.EOF
+	}
+	if rest := s.info.Size - off; int64(len(p)) > rest {
+		n, err := s.f.ReadAt(p[:rest], off+recordSize)
+		if err == nil {
+			err = io.EOF
+		}
+		return n, err
+	}
+	return s.f.ReadAt(p, off+recordSize)
+}
+func (s *diskShare) Close() error { return s.f.Close() }
+func (s *diskShare) Info() Info   { return s.info }
+
+// Open implements Store.
+func (d *Disk) Open(ctx context.Context, key Key) (Share, error) {
+	f, err := os.Open(d.path(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNotFound
+	} else if err != nil {
+		return nil, err
+	}
+	info, _, err := readInfo(f, key)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &diskShare{f: f, info: info}, nil
+}
+
+// List implements Store.
+func (d *Disk) List(ctx context.Context, si sharefile.SI) ([]Info, error) {
+	entries, err := os.ReadDir(d.siDir(si))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var out []Info
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil || n < 0 || n > 255 {
+			continue
+		}
+		info, err := d.stat(Key{si, n})
+		if err != nil {
+			continue // removed meanwhile, or damaged: Scrub reports it
+		}
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Share < out[j].Share })
+	return out, nil
+}
+
+// Walk implements Store.
+func (d *Disk) Walk(ctx context.Context, fn func(Info) error) error {
+	prefixes, err := os.ReadDir(filepath.Join(d.dir, "shares"))
+	if err != nil {
+		return err
+	}
+	for _, p := range prefixes {
+		sis, err := os.ReadDir(filepath.Join(d.dir, "shares", p.Name()))
+		if err != nil {
+			return err
+		}
+		for _, s := range sis {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			si, err := ParseSI(s.Name())
+			if err != nil {
+				continue
+			}
+			infos, err := d.List(ctx, si)
+			if err != nil {
+				return err
+			}
+			for _, i := range infos {
+				if err := fn(i); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Delete implements Store.
+func (d *Disk) Delete(ctx context.Context, key Key, secret []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f, err := os.Open(d.path(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return ErrNotFound
+	} else if err != nil {
+		return err
+	}
+	info, lease, err := readInfo(f, key)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if !lease.opens(secret) {
+		return ErrForbidden
+	}
+	if err := os.Remove(d.path(key)); err != nil {
+		return err
+	}
+	d.space.remove(info.Size)
+	os.Remove(d.siDir(key.SI)) // only succeeds once empty
+	return syncDir(filepath.Dir(d.siDir(key.SI)))
+}
+
+// Scrub implements Store.
+func (d *Disk) Scrub(ctx context.Context, key Key) (Info, error) {
+	s, err := d.Open(ctx, key)
+	if err != nil {
+		return Info{}, err
+	}
+	defer s.Close()
+	return scrub(s, s.Info())
+}
+
+// Usage implements Store.
+func (d *Disk) Usage() Usage { return d.space.usage() }
+
+// Corrupt flips one bit of a stored share's byte at off, as a failing disk
+// would. It is for tests.
+func (d *Disk) Corrupt(key Key, off int64) error {
+	f, err := os.OpenFile(d.path(key), os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off+recordSize); err != nil {
+		return err
+	}
+	b[0] ^= 1
+	_, err = f.WriteAt(b, off+recordSize)
+	return err
+}

@@ -1,0 +1,310 @@
+// Package sharestoretest is the conformance suite for sharestore.Store:
+// every implementation (the disk store, the in-memory fake) must pass it,
+// which is what makes the fake trustworthy in other packages' unit tests.
+package sharestoretest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+)
+
+// Corruptible is a store a test can damage, as a failing disk would.
+type Corruptible interface {
+	sharestore.Store
+	Corrupt(key sharestore.Key, off int64) error
+}
+
+// Factory returns a new empty store of at most capacity bytes (0: no
+// limit).
+type Factory func(t *testing.T, capacity int64) Corruptible
+
+// object returns the shares of a random object of size bytes.
+func object(t *testing.T, size int) (codec.ReadCap, [][]byte) {
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(rand.Uint32())
+	}
+	rc, shares, err := codec.EncodeAll(codec.Params{K: 3, N: 10, SegmentSize: 4096}, codec.NewKey(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc, shares
+}
+
+func key(rc codec.ReadCap, share int) sharestore.Key {
+	return sharestore.Key{SI: rc.Key.StorageIndex(), Share: share}
+}
+
+var secret = []byte("uploader's delete secret")
+
+// failingReader delivers n bytes of b, then fails as a dropped
+// connection does.
+type failingReader struct {
+	b []byte
+	n int
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	m := copy(p[:min(len(p), f.n)], f.b)
+	f.b, f.n = f.b[m:], f.n-m
+	return m, nil
+}
+
+func mustAbsent(t *testing.T, s sharestore.Store, k sharestore.Key) {
+	t.Helper()
+	if _, err := s.Open(context.Background(), k); !errors.Is(err, sharestore.ErrNotFound) {
+		t.Fatalf("share %s is visible after a failed put (err %v)", k, err)
+	}
+	infos, _ := s.List(context.Background(), k.SI)
+	for _, i := range infos {
+		if i.Share == k.Share {
+			t.Fatalf("share %s is listed after a failed put", k)
+		}
+	}
+}
+
+// Run runs the whole suite against stores made by newStore.
+func Run(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+
+	t.Run("PutOpenReadRanges", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 20_000)
+		for i, sh := range shares {
+			info, err := s.Put(ctx, key(rc, i), bytes.NewReader(sh), sharestore.LeaseFor(secret))
+			if err != nil {
+				t.Fatalf("put share %d: %v", i, err)
+			}
+			if info.Size != int64(len(sh)) || info.Root != rc.Root || info.Share != i {
+				t.Fatalf("put share %d: info %+v", i, info)
+			}
+		}
+		r, err := s.Open(ctx, key(rc, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if r.Info().Size != int64(len(shares[4])) {
+			t.Fatalf("size %d, want %d", r.Info().Size, len(shares[4]))
+		}
+		for _, rg := range [][2]int{{0, 10}, {64, 1000}, {len(shares[4]) - 7, 7}, {0, len(shares[4])}} {
+			got := make([]byte, rg[1])
+			if _, err := r.ReadAt(got, int64(rg[0])); err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("range %v: %v", rg, err)
+			}
+			if !bytes.Equal(got, shares[4][rg[0]:rg[0]+rg[1]]) {
+				t.Fatalf("range %v: wrong bytes", rg)
+			}
+		}
+		if n, err := r.ReadAt(make([]byte, 10), int64(len(shares[4])-3)); n != 3 || !errors.Is(err, io.EOF) {
+			t.Fatalf("read past the end: n=%d err=%v", n, err)
+		}
+		infos, err := s.List(ctx, rc.Key.StorageIndex())
+		if err != nil || len(infos) != 10 {
+			t.Fatalf("list: %d shares, err %v", len(infos), err)
+		}
+		for i, info := range infos {
+			if info.Share != i {
+				t.Fatalf("list not in share order: %v", infos)
+			}
+		}
+		u := s.Usage()
+		var total int64
+		for _, sh := range shares {
+			total += int64(len(sh))
+		}
+		if u.Used != total || u.Shares != 10 {
+			t.Fatalf("usage %+v, want %d bytes in 10 shares", u, total)
+		}
+		n := 0
+		if err := s.Walk(ctx, func(sharestore.Info) error { n++; return nil }); err != nil || n != 10 {
+			t.Fatalf("walk saw %d shares, err %v", n, err)
+		}
+	})
+
+	t.Run("NotFound", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, _ := object(t, 100)
+		if _, err := s.Open(ctx, key(rc, 0)); !errors.Is(err, sharestore.ErrNotFound) {
+			t.Fatalf("open: %v", err)
+		}
+		if err := s.Delete(ctx, key(rc, 0), secret); !errors.Is(err, sharestore.ErrNotFound) {
+			t.Fatalf("delete: %v", err)
+		}
+		if _, err := s.Scrub(ctx, key(rc, 0)); !errors.Is(err, sharestore.ErrNotFound) {
+			t.Fatalf("scrub: %v", err)
+		}
+		if infos, err := s.List(ctx, rc.Key.StorageIndex()); err != nil || len(infos) != 0 {
+			t.Fatalf("list: %v %v", infos, err)
+		}
+	})
+
+	t.Run("CutOffUploadNeverVisible", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 20_000)
+		for _, cut := range []int{0, 10, 64, 2000, len(shares[0]) - 1} {
+			_, err := s.Put(ctx, key(rc, 0), &failingReader{shares[0], cut}, sharestore.LeaseFor(secret))
+			if err == nil {
+				t.Fatalf("upload cut at %d succeeded", cut)
+			}
+			mustAbsent(t, s, key(rc, 0))
+		}
+		if u := s.Usage(); u.Used != 0 || u.Shares != 0 {
+			t.Fatalf("failed uploads left usage %+v", u)
+		}
+	})
+
+	t.Run("TruncatedOrDamagedShareRefused", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 20_000)
+		sh := shares[2]
+		cases := map[string][]byte{
+			"truncated":     sh[:len(sh)-1],
+			"header only":   sh[:sharefile.HeaderSize],
+			"garbage":       bytes.Repeat([]byte("x"), 5000),
+			"empty":         nil,
+			"extra byte":    append(bytes.Clone(sh), 0),
+			"flipped block": func() []byte { b := bytes.Clone(sh); b[100] ^= 4; return b }(),
+			"other share":   shares[3], // uploaded as share 2
+		}
+		for name, b := range cases {
+			_, err := s.Put(ctx, key(rc, 2), bytes.NewReader(b), sharestore.LeaseFor(secret))
+			if !errors.Is(err, sharestore.ErrCorrupt) {
+				t.Errorf("%s: err %v, want ErrCorrupt", name, err)
+			}
+			mustAbsent(t, s, key(rc, 2))
+		}
+	})
+
+	t.Run("CancelledUpload", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 20_000)
+		cctx, cancel := context.WithCancel(ctx)
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Put(cctx, key(rc, 0), pr, sharestore.LeaseFor(secret))
+			done <- err
+		}()
+		pw.Write(shares[0][:1000])
+		cancel()
+		go pw.Write(shares[0][1000:2000]) // the next read sees the cancel
+		if err := <-done; err == nil {
+			t.Fatal("cancelled upload succeeded")
+		}
+		pw.Close()
+		mustAbsent(t, s, key(rc, 0))
+	})
+
+	t.Run("Capacity", func(t *testing.T) {
+		rc, shares := object(t, 20_000)
+		size := int64(len(shares[0]))
+		s := newStore(t, 2*size+size/2) // room for two shares, not three
+		for i := 0; i < 2; i++ {
+			if _, err := s.Put(ctx, key(rc, i), bytes.NewReader(shares[i]), sharestore.LeaseFor(secret)); err != nil {
+				t.Fatalf("share %d: %v", i, err)
+			}
+		}
+		_, err := s.Put(ctx, key(rc, 2), bytes.NewReader(shares[2]), sharestore.LeaseFor(secret))
+		if !errors.Is(err, sharestore.ErrFull) {
+			t.Fatalf("third share: err %v, want ErrFull", err)
+		}
+		mustAbsent(t, s, key(rc, 2))
+		if u := s.Usage(); u.Used != 2*size || u.Free != size/2 {
+			t.Fatalf("usage %+v, want used %d free %d", u, 2*size, size/2)
+		}
+		// Concurrent uploads cannot together go over the capacity.
+		s2 := newStore(t, 3*size)
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s2.Put(ctx, key(rc, i), bytes.NewReader(shares[i]), sharestore.LeaseFor(secret))
+			}()
+		}
+		wg.Wait()
+		if u := s2.Usage(); u.Used > 3*size || u.Shares > 3 || u.Shares < 1 {
+			t.Fatalf("concurrent uploads: usage %+v with capacity %d", u, 3*size)
+		}
+	})
+
+	t.Run("DeleteNeedsSecret", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 5000)
+		k := key(rc, 1)
+		if _, err := s.Put(ctx, k, bytes.NewReader(shares[1]), sharestore.LeaseFor(secret)); err != nil {
+			t.Fatal(err)
+		}
+		for _, wrong := range [][]byte{nil, []byte("guess"), append(bytes.Clone(secret), 0)} {
+			if err := s.Delete(ctx, k, wrong); !errors.Is(err, sharestore.ErrForbidden) {
+				t.Fatalf("delete with %q: %v, want ErrForbidden", wrong, err)
+			}
+		}
+		if _, err := s.Open(ctx, k); err != nil {
+			t.Fatalf("share gone after refused deletes: %v", err)
+		}
+		if err := s.Delete(ctx, k, secret); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		mustAbsent(t, s, k)
+		if u := s.Usage(); u.Used != 0 || u.Shares != 0 {
+			t.Fatalf("usage after delete %+v", u)
+		}
+	})
+
+	t.Run("PutTwice", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 5000)
+		for range 2 {
+			if _, err := s.Put(ctx, key(rc, 0), bytes.NewReader(shares[0]), sharestore.LeaseFor(secret)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if u := s.Usage(); u.Shares != 1 || u.Used != int64(len(shares[0])) {
+			t.Fatalf("same share twice: usage %+v", u)
+		}
+	})
+
+	t.Run("ScrubFindsDamage", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 20_000)
+		for i, sh := range shares {
+			if _, err := s.Put(ctx, key(rc, i), bytes.NewReader(sh), sharestore.LeaseFor(secret)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range shares {
+			if _, err := s.Scrub(ctx, key(rc, i)); err != nil {
+				t.Fatalf("scrub of a good share %d: %v", i, err)
+			}
+		}
+		// Damage a block, the header, and another share's root in the
+		// trailer: every one is found.
+		l := rc.Verify().Layout()
+		offsets := map[int]int64{0: 2000, 1: 5, 2: l.ShareSize() - 40}
+		for i, off := range offsets {
+			if err := s.Corrupt(key(rc, i), off); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Scrub(ctx, key(rc, i)); !errors.Is(err, sharestore.ErrCorrupt) {
+				t.Errorf("scrub after damage at %d of share %d: %v, want ErrCorrupt", off, i, err)
+			}
+		}
+		if _, err := s.Scrub(ctx, key(rc, 3)); err != nil {
+			t.Fatalf("scrub of an undamaged share: %v", err)
+		}
+	})
+}

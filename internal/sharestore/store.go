@@ -1,0 +1,243 @@
+// Package sharestore keeps one node's shares: put, read byte ranges, list,
+// delete with the uploader's secret, enforce a capacity, and check shares
+// against their hash trees (scrub) without any key.
+//
+// A share becomes visible only once it has arrived whole and passed the
+// check of package sharefile: a crash or a dropped connection mid-upload
+// never leaves a share that looks complete. Disk is the real store; Mem is
+// an in-memory fake for unit tests. Both pass the suite in sharestoretest.
+package sharestore
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/sharefile"
+)
+
+var (
+	// ErrNotFound means the store holds no such share.
+	ErrNotFound = errors.New("sharestore: share not found")
+	// ErrFull means storing the share would go over the node's capacity
+	// or the disk is full.
+	ErrFull = errors.New("sharestore: node is full")
+	// ErrForbidden means the delete secret does not match the uploader's.
+	ErrForbidden = errors.New("sharestore: wrong delete secret")
+	// ErrCorrupt means a share failed its check: on upload, it is refused;
+	// on scrub, it should be repaired from other shares.
+	ErrCorrupt = errors.New("sharestore: share is corrupt")
+	// ErrExists means a different share is already stored under the key.
+	ErrExists = errors.New("sharestore: a different share exists under this key")
+)
+
+// Key names a share: the object's storage index and the share number.
+type Key struct {
+	SI    sharefile.SI
+	Share int
+}
+
+// String returns the key as "sihex/share".
+func (k Key) String() string { return fmt.Sprintf("%x/%d", k.SI[:], k.Share) }
+
+// ParseSI parses a storage index written as hex.
+func ParseSI(s string) (sharefile.SI, error) {
+	var si sharefile.SI
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(si) {
+		return si, fmt.Errorf("sharestore: bad storage index %q", s)
+	}
+	copy(si[:], b)
+	return si, nil
+}
+
+// Lease is the hash of an uploader's delete secret: the node keeps the
+// hash, only the uploader knows the secret.
+type Lease [32]byte
+
+// LeaseFor returns the lease that the secret opens.
+func LeaseFor(secret []byte) Lease { return sha256.Sum256(secret) }
+
+func (l Lease) opens(secret []byte) bool {
+	h := LeaseFor(secret)
+	return subtle.ConstantTimeCompare(h[:], l[:]) == 1
+}
+
+// Info describes a stored share.
+type Info struct {
+	Key
+	Size    int64          // bytes of the share
+	Root    sharefile.Hash // the object root the share hashed to on arrival
+	Created time.Time
+}
+
+// Share is an open stored share. ReadAt is safe for concurrent use.
+type Share interface {
+	io.ReaderAt
+	io.Closer
+	Info() Info
+}
+
+// Usage is how much a store holds and may hold.
+type Usage struct {
+	Used     int64 // bytes of stored shares
+	Capacity int64 // 0: no limit but the disk's
+	Free     int64 // bytes that may still be stored
+	Shares   int
+}
+
+// Store is one node's share storage. All methods are safe for concurrent
+// use.
+type Store interface {
+	// Put reads a whole share from r and stores it under key if it passes
+	// the check and fits. It returns once the share is durable.
+	Put(ctx context.Context, key Key, r io.Reader, lease Lease) (Info, error)
+	// Open opens a stored share for reading.
+	Open(ctx context.Context, key Key) (Share, error)
+	// List returns the shares held of one object, by share number.
+	List(ctx context.Context, si sharefile.SI) ([]Info, error)
+	// Walk calls fn for every stored share, in no particular order.
+	Walk(ctx context.Context, fn func(Info) error) error
+	// Delete removes a share if secret opens its lease.
+	Delete(ctx context.Context, key Key, secret []byte) error
+	// Scrub re-reads a share and checks it against its hash tree and the
+	// root recorded on arrival.
+	Scrub(ctx context.Context, key Key) (Info, error)
+	// Usage reports used and free bytes.
+	Usage() Usage
+}
+
+// ctxReader fails reads once ctx is done, so an abandoned upload stops.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// space keeps a store's byte count: used by stored shares, reserved by
+// uploads in flight. Uploads reserve as bytes arrive, so concurrent uploads
+// cannot together go over the capacity.
+type space struct {
+	mu       sync.Mutex
+	capacity int64        // 0: no limit but diskFree
+	diskFree func() int64 // free bytes of the medium; nil: unlimited
+	used     int64
+	reserved int64
+	shares   int
+}
+
+// freeLocked returns the bytes that may still be reserved.
+func (s *space) freeLocked() int64 {
+	free := int64(1) << 62
+	if s.capacity > 0 {
+		free = s.capacity - s.used
+	}
+	if s.diskFree != nil {
+		free = min(free, s.diskFree())
+	}
+	return max(free-s.reserved, 0)
+}
+
+// reserve claims n more bytes for an upload of key.
+func (s *space) reserve(key Key, n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if free := s.freeLocked(); n > free {
+		return fmt.Errorf("%w: no room for share %s (%d bytes free)", ErrFull, key, free)
+	}
+	s.reserved += n
+	return nil
+}
+
+// settle ends an upload's reservation of n bytes; stored says whether the
+// share was kept.
+func (s *space) settle(n int64, stored bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserved -= n
+	if stored {
+		s.used += n
+		s.shares++
+	}
+}
+
+// remove accounts for a deleted share of n bytes.
+func (s *space) remove(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used -= n
+	s.shares--
+}
+
+func (s *space) usage() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Usage{Used: s.used, Capacity: s.capacity, Free: s.freeLocked(), Shares: s.shares}
+}
+
+// receive copies a share from r to w through a checker, reserving space as
+// bytes arrive. It returns the bytes written, all of them reserved, also
+// on error: the caller settles them.
+func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, sp *space) (*sharefile.Checker, int64, error) {
+	c := sharefile.NewChecker()
+	var n int64
+	buf := make([]byte, 256<<10)
+	src := ctxReader{ctx, r}
+	for {
+		m, rerr := src.Read(buf)
+		if m > 0 {
+			if err := sp.reserve(key, int64(m)); err != nil {
+				return nil, n, err
+			}
+			n += int64(m)
+			if _, err := c.Write(buf[:m]); err != nil {
+				return nil, n, fmt.Errorf("%w: %v", ErrCorrupt, err)
+			}
+			if h, ok := c.Header(); ok && (h.SI != key.SI || h.Share != key.Share) {
+				return nil, n, fmt.Errorf("%w: share header says %x/%d, uploaded as %s", ErrCorrupt, h.SI[:], h.Share, key)
+			}
+			if _, err := w.Write(buf[:m]); err != nil {
+				return nil, n, err
+			}
+		}
+		if rerr == io.EOF {
+			return c, n, nil
+		}
+		if rerr != nil {
+			return nil, n, fmt.Errorf("sharestore: upload of %s cut off after %d bytes: %w", key, n, rerr)
+		}
+	}
+}
+
+// finish checks a received share, re-reading its tail from ra.
+func finish(c *sharefile.Checker, ra io.ReaderAt, size int64) (sharefile.Info, error) {
+	info, err := c.Finish(ra, size)
+	if err != nil {
+		return info, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return info, nil
+}
+
+// scrub checks a share's bytes and the root recorded for it.
+func scrub(ra io.ReaderAt, info Info) (Info, error) {
+	si, err := sharefile.Verify(ra, info.Size)
+	if err != nil {
+		return info, fmt.Errorf("%w: %s: %v", ErrCorrupt, info.Key, err)
+	}
+	if si.Root != info.Root {
+		return info, fmt.Errorf("%w: %s no longer hashes to the object root it arrived with", ErrCorrupt, info.Key)
+	}
+	return info, nil
+}

@@ -1,0 +1,70 @@
+package sharestore_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+	"github.com/quilt-grid/quilt/internal/sharestore/sharestoretest"
+)
+
+func TestMem(t *testing.T) {
+	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
+		return sharestore.NewMem(capacity)
+	})
+}
+
+func TestDisk(t *testing.T) {
+	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
+		d, err := sharestore.OpenDisk(t.TempDir(), capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	})
+}
+
+// A reopened store finds its shares and usage again, and clears what a
+// crash left half-written.
+func TestDiskReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := sharestore.OpenDisk(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, shares, err := codec.EncodeAll(codec.Params{K: 2, N: 4, SegmentSize: 1000}, codec.NewKey(), bytes.Repeat([]byte("q"), 3000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sh := range shares {
+		if _, err := d.Put(ctx, sharestore.Key{SI: rc.Key.StorageIndex(), Share: i}, bytes.NewReader(sh), sharestore.LeaseFor([]byte("s"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A crash mid-upload leaves a temp file behind.
+	leftover := filepath.Join(dir, "tmp", "crashed.tmp")
+	if err := os.WriteFile(leftover, shares[0][:100], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := d.Usage()
+	d2, err := sharestore.OpenDisk(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := d2.Usage(); after.Used != before.Used || after.Shares != 4 {
+		t.Fatalf("usage after reopen %+v, before %+v", after, before)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Fatalf("leftover temp file not removed: %v", err)
+	}
+	for i := range shares {
+		if _, err := d2.Scrub(ctx, sharestore.Key{SI: rc.Key.StorageIndex(), Share: i}); err != nil {
+			t.Fatalf("share %d after reopen: %v", i, err)
+		}
+	}
+}
