@@ -1,0 +1,264 @@
+// Package member is Quilt's membership layer: who is in the grid, where
+// they are and how full they are, spread by SWIM gossip
+// (hashicorp/memberlist, the implementation inside Serf).
+//
+// Every node gossips a small metadata record (its ID, HTTP address, zone,
+// capacity, free bytes, version). Gossip is encrypted and authenticated
+// with a key derived from the grid secret, so only holders of the secret
+// take part. A List keeps every member it has heard of with its state,
+// alive, suspect, dead or left, so operators can see nodes that went away.
+package member
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// States of a member, as shown to people.
+const (
+	Alive   = "alive"
+	Suspect = "suspect"
+	Dead    = "dead"
+	Left    = "left"
+)
+
+// Meta is what a node tells the grid about itself. It must encode to at
+// most 512 bytes (memberlist's limit).
+type Meta struct {
+	ID       string `json:"id"`
+	Addr     string `json:"addr"` // HTTPS host:port of the node's API
+	Zone     string `json:"zone,omitempty"`
+	Capacity int64  `json:"cap"`  // 0: no limit but the disk's
+	Used     int64  `json:"used"` // bytes of shares stored
+	Free     int64  `json:"free"` // bytes that may still be stored
+	Version  string `json:"v,omitempty"`
+}
+
+// Member is a node as this member list knows it.
+type Member struct {
+	Meta
+	Gossip string    `json:"gossip"` // host:port of its gossip endpoint
+	State  string    `json:"state"`
+	Since  time.Time `json:"since"` // when the state last changed
+}
+
+// Config configures a List.
+type Config struct {
+	Name      string // unique member name: the node ID
+	Bind      string // gossip host:port (UDP and TCP); port 0 picks one
+	Advertise string // host:port others should use, if not Bind's
+	Key       []byte // 32-byte gossip encryption key
+	Meta      func() Meta
+	WAN       bool // memberlist's WAN profile, for slow links
+	Logger    *slog.Logger
+	// Tune, if set, adjusts the memberlist configuration last (tests
+	// shorten timers; the lab installs an emulated Transport).
+	Tune func(*memberlist.Config)
+}
+
+// List is a running member of the grid.
+type List struct {
+	ml   *memberlist.Memberlist
+	meta func() Meta
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	members map[string]*Member
+}
+
+// ErrNoPeers means none of the addresses given to Join answered.
+var ErrNoPeers = errors.New("member: could not reach any member to join")
+
+// Start starts gossiping. The List is alone until Join.
+func Start(cfg Config) (*List, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if len(cfg.Key) != 32 {
+		return nil, errors.New("member: gossip key must be 32 bytes")
+	}
+	mc := memberlist.DefaultLANConfig()
+	if cfg.WAN {
+		mc = memberlist.DefaultWANConfig()
+	}
+	host, port, err := splitHostPort(cfg.Bind)
+	if err != nil {
+		return nil, err
+	}
+	mc.Name = cfg.Name
+	mc.BindAddr, mc.BindPort = host, port
+	if cfg.Advertise != "" {
+		ah, ap, err := splitHostPort(cfg.Advertise)
+		if err != nil {
+			return nil, err
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
+	}
+	mc.SecretKey = cfg.Key
+	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	mc.Logger = log.New(logWriter{cfg.Logger}, "", 0)
+	l := &List{meta: cfg.Meta, log: cfg.Logger, members: map[string]*Member{}}
+	mc.Delegate = delegate{l}
+	mc.Events = events{l}
+	if cfg.Tune != nil {
+		cfg.Tune(mc)
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("member: start gossip on %s: %w", cfg.Bind, err)
+	}
+	l.ml = ml
+	return l, nil
+}
+
+func splitHostPort(hp string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, fmt.Errorf("member: bad address %q: %w", hp, err)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("member: bad port in %q", hp)
+	}
+	return host, port, nil
+}
+
+// logWriter passes memberlist's log lines to slog at debug level.
+type logWriter struct{ l *slog.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.l.Debug("memberlist", "msg", string(p))
+	return len(p), nil
+}
+
+// Addr returns the gossip host:port this member is reachable at.
+func (l *List) Addr() string { return l.ml.LocalNode().Address() }
+
+// Join contacts the members at these gossip addresses and returns how many
+// answered.
+func (l *List) Join(addrs []string) (int, error) {
+	n, err := l.ml.Join(addrs)
+	if n == 0 {
+		return 0, fmt.Errorf("%w (%v): %v", ErrNoPeers, addrs, err)
+	}
+	return n, nil
+}
+
+// Update re-announces this node's metadata (after its free space changed).
+func (l *List) Update(timeout time.Duration) error {
+	return l.ml.UpdateNode(timeout)
+}
+
+// Leave tells the grid this member is leaving, then stops gossiping.
+func (l *List) Leave(timeout time.Duration) error {
+	err := l.ml.Leave(timeout)
+	if serr := l.ml.Shutdown(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Shutdown stops gossiping without telling anyone, as a crash would.
+func (l *List) Shutdown() error { return l.ml.Shutdown() }
+
+// Members returns every member this list has heard of, with its state,
+// sorted by zone then ID.
+func (l *List) Members() []Member {
+	live := map[string]string{}
+	for _, n := range l.ml.Members() {
+		live[n.Name] = stateName(n.State)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Member, 0, len(l.members))
+	for name, m := range l.members {
+		c := *m
+		if s, ok := live[name]; ok && s != c.State {
+			c.State = s // suspicion is not an event; read it from memberlist
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Zone != out[j].Zone {
+			return out[i].Zone < out[j].Zone
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Alive returns the members that are alive or suspect: those worth asking.
+func (l *List) Alive() []Member {
+	var out []Member
+	for _, m := range l.Members() {
+		if m.State == Alive || m.State == Suspect {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func stateName(s memberlist.NodeStateType) string {
+	switch s {
+	case memberlist.StateAlive:
+		return Alive
+	case memberlist.StateSuspect:
+		return Suspect
+	case memberlist.StateLeft:
+		return Left
+	default:
+		return Dead
+	}
+}
+
+func (l *List) record(n *memberlist.Node) {
+	var meta Meta
+	if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.ID == "" {
+		l.log.Warn("member without metadata", "name", n.Name, "err", err)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	state := stateName(n.State)
+	old, ok := l.members[n.Name]
+	since := time.Now()
+	if ok && old.State == state {
+		since = old.Since
+	}
+	l.members[n.Name] = &Member{Meta: meta, Gossip: n.Address(), State: state, Since: since}
+	if !ok || old.State != state {
+		l.log.Info("member", "id", meta.ID, "addr", meta.Addr, "zone", meta.Zone, "state", state)
+	}
+}
+
+type events struct{ l *List }
+
+func (e events) NotifyJoin(n *memberlist.Node)   { e.l.record(n) }
+func (e events) NotifyLeave(n *memberlist.Node)  { e.l.record(n) }
+func (e events) NotifyUpdate(n *memberlist.Node) { e.l.record(n) }
+
+type delegate struct{ l *List }
+
+func (d delegate) NodeMeta(limit int) []byte {
+	b, err := json.Marshal(d.l.meta())
+	if err != nil || len(b) > limit {
+		d.l.log.Error("node metadata too large", "bytes", len(b), "limit", limit)
+		return nil
+	}
+	return b
+}
+func (d delegate) NotifyMsg([]byte)                           {}
+func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d delegate) LocalState(join bool) []byte                { return nil }
+func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
