@@ -1,0 +1,188 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/identity"
+	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+)
+
+// ErrNoGrid means no node of the grid answered.
+var ErrNoGrid = errors.New("node: no node of the grid answered")
+
+// Client talks to the nodes of one grid: it learns the members from any
+// node it can reach and addresses each node by its ID, so every connection
+// is pinned to the node it meant. It is safe for concurrent use.
+type Client struct {
+	inv  identity.Invite
+	id   *identity.Identity
+	http *http.Client
+
+	mu      sync.Mutex
+	members []member.Member
+	addrs   map[identity.NodeID]string
+	fetched time.Time
+}
+
+// NewClient returns a client of the grid inv names, with identity id.
+func NewClient(inv identity.Invite, id *identity.Identity) *Client {
+	c := &Client{inv: inv, id: id, addrs: map[identity.NodeID]string{}}
+	c.http = &http.Client{Transport: id.NewTransport(c.resolve, nil)}
+	return c
+}
+
+func (c *Client) resolve(id identity.NodeID) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.addrs[id]
+	return a, ok
+}
+
+func (c *Client) membersFrom(ctx context.Context, addr string) ([]member.Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "https://"+addr+"/v1/members", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, readError(addr, resp)
+	}
+	var ms []member.Member
+	return ms, json.NewDecoder(resp.Body).Decode(&ms)
+}
+
+// Members returns the grid's members as a node sees them, asking again
+// when the last answer is older than maxAge.
+func (c *Client) Members(ctx context.Context, maxAge time.Duration) ([]member.Member, error) {
+	c.mu.Lock()
+	if c.members != nil && time.Since(c.fetched) < maxAge {
+		ms := c.members
+		c.mu.Unlock()
+		return ms, nil
+	}
+	// Ask members we know to be alive first, then the invite's addresses.
+	var tries []string
+	for _, m := range c.members {
+		if m.State == member.Alive {
+			tries = append(tries, m.Addr)
+		}
+	}
+	c.mu.Unlock()
+	tries = append(tries, c.inv.Addrs...)
+	var errs []error
+	for _, a := range tries {
+		ms, err := c.membersFrom(ctx, a)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.mu.Lock()
+		c.members, c.fetched = ms, time.Now()
+		for _, m := range ms {
+			c.addrs[identity.NodeID(m.ID)] = m.Addr
+		}
+		c.mu.Unlock()
+		return ms, nil
+	}
+	return nil, fmt.Errorf("%w (tried %v): %w", ErrNoGrid, tries, errors.Join(errs...))
+}
+
+func (c *Client) do(ctx context.Context, method, node, path string, body io.Reader, hdr map[string]string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "https://"+node+path, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("node %.8s: %w", node, err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, readError(node, resp)
+	}
+	return resp, nil
+}
+
+func sharePath(key sharestore.Key) string {
+	return fmt.Sprintf("/v1/shares/%s/%d", siHex(key.SI), key.Share)
+}
+
+// PutShare streams a share to a node. It returns when the node has stored
+// it durably, or refused it.
+func (c *Client) PutShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, lease sharestore.Lease) (ShareInfo, error) {
+	resp, err := c.do(ctx, "PUT", node, sharePath(key), r, map[string]string{hdrLease: hex.EncodeToString(lease[:])})
+	if err != nil {
+		return ShareInfo{}, err
+	}
+	defer resp.Body.Close()
+	var info ShareInfo
+	return info, json.NewDecoder(resp.Body).Decode(&info)
+}
+
+// GetShare reads n bytes of a share from offset off; n < 0 reads to the
+// end. The caller closes the reader.
+func (c *Client) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	rng := fmt.Sprintf("bytes=%d-", off)
+	if n >= 0 {
+		rng = fmt.Sprintf("bytes=%d-%d", off, off+n-1)
+	}
+	resp, err := c.do(ctx, "GET", node, sharePath(key), nil, map[string]string{"Range": rng})
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusPartialContent && !(off == 0 && resp.StatusCode == 200) {
+		resp.Body.Close()
+		return nil, fmt.Errorf("node %.8s: range %s answered with HTTP %d", node, rng, resp.StatusCode)
+	}
+	return resp.Body, nil
+}
+
+// ListShares returns the shares a node holds of one object.
+func (c *Client) ListShares(ctx context.Context, node string, si [16]byte) ([]ShareInfo, error) {
+	resp, err := c.do(ctx, "GET", node, "/v1/shares/"+siHex(si), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out []ShareInfo
+	return out, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+// DeleteShare removes a share, proving the right with the delete secret.
+func (c *Client) DeleteShare(ctx context.Context, node string, key sharestore.Key, secret []byte) error {
+	resp, err := c.do(ctx, "DELETE", node, sharePath(key), nil, map[string]string{hdrSecret: hex.EncodeToString(secret)})
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Status returns a node's own metadata.
+func (c *Client) Status(ctx context.Context, node string) (member.Meta, error) {
+	resp, err := c.do(ctx, "GET", node, "/v1/status", nil, nil)
+	if err != nil {
+		return member.Meta{}, err
+	}
+	defer resp.Body.Close()
+	var m member.Meta
+	return m, json.NewDecoder(resp.Body).Decode(&m)
+}

@@ -1,0 +1,362 @@
+// Package node runs a Quilt storage node: one share store on local disk,
+// a member of the grid's gossip, and an HTTPS API (mutual TLS 1.3 with
+// certificates of the grid) through which gateways and clients put, read,
+// list, delete and scrub shares. Client talks to that API.
+//
+// A node's data directory holds everything it needs to restart:
+//
+//	DIR/node.key   its Ed25519 key (its node ID derives from it)
+//	DIR/secret     the grid secret
+//	DIR/invite     an invite to the grid through this node
+//	DIR/peers      HTTPS addresses of members last seen, to rejoin
+//	DIR/store/     the share store
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/quilt-grid/quilt/internal/identity"
+	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+)
+
+// Config configures a node. Zero values are the defaults.
+type Config struct {
+	Dir       string // data directory (required)
+	Listen    string // HTTPS API host:port; port 0 picks one
+	Gossip    string // gossip host:port; default: Listen's host, port 0
+	Advertise string // API host:port others should use; default: the listening address
+	Zone      string // failure domain (a building, a neighbourhood)
+	Capacity  int64  // bytes of shares to store at most; 0: what the disk has
+	// Join, if set, is an invite to an existing grid; if nil, the node
+	// rejoins the grid in Dir, or starts a new one.
+	Join    *identity.Invite
+	WAN     bool   // memberlist's WAN timings, for slow links
+	Version string // shown to other members
+
+	Logger *slog.Logger
+	// Store, if set, is used instead of a disk store in Dir/store (tests
+	// put fault injection here).
+	Store sharestore.Store
+	// TuneGossip, if set, adjusts memberlist's configuration (tests use
+	// short timers; the lab an emulated transport).
+	TuneGossip func(*memberlist.Config)
+	// Listener, if set, is used instead of listening on Listen (the lab
+	// wraps it with link emulation).
+	Listener net.Listener
+}
+
+// Node is a running storage node.
+type Node struct {
+	cfg     Config
+	id      *identity.Identity
+	secret  identity.Secret
+	store   sharestore.Store
+	members *member.List
+	srv     *http.Server
+	ln      net.Listener
+	addr    string
+	log     *slog.Logger
+	client  *Client
+
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	dirty   chan struct{}
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// Start starts a node: opens its store, listens, starts gossip and joins
+// the grid. It returns when the node is serving.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("node: a data directory is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	key, err := identity.LoadOrCreateKey(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	secret, seeds, err := gridOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	id, err := identity.New(key, secret)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, id: id, secret: secret, log: cfg.Logger.With("node", id.ID.Short()),
+		stop: make(chan struct{}), dirty: make(chan struct{}, 1)}
+	n.store = cfg.Store
+	if n.store == nil {
+		if n.store, err = sharestore.OpenDisk(filepath.Join(cfg.Dir, "store"), cfg.Capacity); err != nil {
+			return nil, err
+		}
+	}
+	n.ln = cfg.Listener
+	if n.ln == nil {
+		if n.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("node: listen on %s: %w", cfg.Listen, err)
+		}
+	}
+	n.addr = cfg.Advertise
+	if n.addr == "" {
+		n.addr = n.ln.Addr().String()
+	}
+	gossip := cfg.Gossip
+	if gossip == "" {
+		host, _, _ := net.SplitHostPort(n.ln.Addr().String())
+		gossip = net.JoinHostPort(host, "0")
+	}
+	n.members, err = member.Start(member.Config{
+		Name: string(id.ID), Bind: gossip, Key: secret.Derive("quilt gossip v1"),
+		Meta: n.meta, WAN: cfg.WAN, Logger: n.log, Tune: cfg.TuneGossip,
+	})
+	if err != nil {
+		n.ln.Close()
+		return nil, err
+	}
+	n.srv = &http.Server{
+		Handler:           n.handler(),
+		TLSConfig:         id.ServerTLS(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+	}
+	go n.srv.Serve(tls.NewListener(n.ln, n.srv.TLSConfig))
+	n.client = NewClient(identity.Invite{Secret: secret, Addrs: seeds}, id)
+	if len(seeds) > 0 {
+		if err := n.join(ctx, seeds); err != nil {
+			n.Kill()
+			return nil, err
+		}
+	}
+	if err := n.writeFiles(); err != nil {
+		n.Kill()
+		return nil, err
+	}
+	n.wg.Add(1)
+	go n.background()
+	n.log.Info("node up", "id", id.ID, "addr", n.addr, "gossip", n.members.Addr(), "zone", cfg.Zone)
+	return n, nil
+}
+
+// gridOf finds the grid secret and the addresses to join: from the invite,
+// else from the data directory, else a new grid.
+func gridOf(cfg Config) (identity.Secret, []string, error) {
+	secretPath := filepath.Join(cfg.Dir, "secret")
+	stored, err := os.ReadFile(secretPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return identity.Secret{}, nil, fmt.Errorf("node: %w", err)
+	}
+	if cfg.Join != nil {
+		if len(stored) > 0 && strings.TrimSpace(string(stored)) != cfg.Join.Secret.String() {
+			return identity.Secret{}, nil, fmt.Errorf("node: %s belongs to another grid: use a new data directory for this invite", cfg.Dir)
+		}
+		if err := writeFileAtomic(secretPath, []byte(cfg.Join.Secret.String()+"\n")); err != nil {
+			return identity.Secret{}, nil, err
+		}
+		return cfg.Join.Secret, cfg.Join.Addrs, nil
+	}
+	if len(stored) > 0 {
+		s, err := identity.ParseSecret(strings.TrimSpace(string(stored)))
+		if err != nil {
+			return s, nil, fmt.Errorf("node: %s: %w", secretPath, err)
+		}
+		peers, _ := os.ReadFile(filepath.Join(cfg.Dir, "peers"))
+		return s, strings.Fields(string(peers)), nil
+	}
+	s, err := identity.NewSecret()
+	if err != nil {
+		return s, nil, err
+	}
+	return s, nil, writeFileAtomic(secretPath, []byte(s.String()+"\n"))
+}
+
+// join asks the nodes at seeds (HTTPS addresses) for the members' gossip
+// addresses and joins them, retrying until ctx ends: seeds may still be
+// starting.
+func (n *Node) join(ctx context.Context, seeds []string) error {
+	var last error
+	for delay := 100 * time.Millisecond; ; delay = min(delay*2, 2*time.Second) {
+		var gossip []string
+		for _, s := range seeds {
+			if s == n.addr {
+				continue
+			}
+			ms, err := n.client.membersFrom(ctx, s)
+			if err != nil {
+				last = err
+				continue
+			}
+			for _, m := range ms {
+				if m.State == member.Alive && m.ID != string(n.id.ID) {
+					gossip = append(gossip, m.Gossip)
+				}
+			}
+		}
+		if len(gossip) > 0 {
+			if _, err := n.members.Join(gossip); err == nil {
+				return nil
+			} else {
+				last = err
+			}
+		} else if last == nil {
+			// Only ourselves among the seeds (a restart of a lone node).
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node: could not join the grid through %v: %v", seeds, last)
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (n *Node) meta() member.Meta {
+	u := n.store.Usage()
+	return member.Meta{ID: string(n.id.ID), Addr: n.addr, Zone: n.cfg.Zone,
+		Capacity: u.Capacity, Used: u.Used, Free: u.Free, Version: n.cfg.Version}
+}
+
+// usageChanged schedules a metadata update.
+func (n *Node) usageChanged() {
+	select {
+	case n.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// background re-announces usage when it changes (at most once a second)
+// and keeps DIR/peers fresh.
+func (n *Node) background() {
+	defer n.wg.Done()
+	peers := time.NewTicker(30 * time.Second)
+	defer peers.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.dirty:
+			if err := n.members.Update(5 * time.Second); err != nil {
+				n.log.Debug("metadata update", "err", err)
+			}
+			select {
+			case <-n.stop:
+				return
+			case <-time.After(time.Second):
+			}
+		case <-peers.C:
+			n.writePeers()
+		}
+	}
+}
+
+func (n *Node) writePeers() {
+	var addrs []string
+	for _, m := range n.members.Alive() {
+		addrs = append(addrs, m.Addr)
+	}
+	if len(addrs) > 0 {
+		writeFileAtomic(filepath.Join(n.cfg.Dir, "peers"), []byte(strings.Join(addrs, "\n")+"\n"))
+	}
+}
+
+func (n *Node) writeFiles() error {
+	n.writePeers()
+	return writeFileAtomic(filepath.Join(n.cfg.Dir, "invite"), []byte(n.Invite().String()+"\n"))
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("node: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("node: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// ID returns the node's ID.
+func (n *Node) ID() identity.NodeID { return n.id.ID }
+
+// Addr returns the HTTPS address of the node's API.
+func (n *Node) Addr() string { return n.addr }
+
+// GossipAddr returns the host:port the node gossips on.
+func (n *Node) GossipAddr() string { return n.members.Addr() }
+
+// Invite returns an invite to the grid through this node.
+func (n *Node) Invite() identity.Invite {
+	return identity.Invite{Secret: n.secret, Addrs: []string{n.addr}}
+}
+
+// Members returns the grid's members as this node sees them.
+func (n *Node) Members() []member.Member { return n.members.Members() }
+
+// Store returns the node's share store.
+func (n *Node) Store() sharestore.Store { return n.store }
+
+// Close leaves the grid politely and stops serving.
+func (n *Node) Close() error {
+	if !n.markClosed() {
+		return nil
+	}
+	n.members.Leave(2 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := n.srv.Shutdown(ctx)
+	n.wg.Wait()
+	return err
+}
+
+// Kill stops the node at once, as a crash or a pulled cable would: open
+// connections are cut, no one is told.
+func (n *Node) Kill() {
+	if !n.markClosed() {
+		return
+	}
+	n.members.Shutdown()
+	n.srv.Close()
+	n.ln.Close()
+	n.wg.Wait()
+}
+
+func (n *Node) markClosed() bool {
+	n.closeMu.Lock()
+	defer n.closeMu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.closed = true
+	close(n.stop)
+	return true
+}

@@ -1,0 +1,176 @@
+package node
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/identity"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+)
+
+// handler returns the node's HTTP API. Every request has already passed
+// the grid's mutual TLS.
+func (n *Node) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", n.getStatus)
+	mux.HandleFunc("GET /v1/members", n.getMembers)
+	mux.HandleFunc("GET /v1/shares/{si}", n.listShares)
+	mux.HandleFunc("PUT /v1/shares/{si}/{n}", n.putShare)
+	mux.HandleFunc("GET /v1/shares/{si}/{n}", n.getShare)
+	mux.HandleFunc("DELETE /v1/shares/{si}/{n}", n.deleteShare)
+	mux.HandleFunc("POST /v1/shares/{si}/{n}/scrub", n.scrubShare)
+	return n.logRequests(mux)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(s int) { w.status = s; w.ResponseWriter.WriteHeader(s) }
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = 200
+	}
+	m, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(m)
+	return m, err
+}
+
+func (n *Node) logRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		peer := ""
+		if r.TLS != nil {
+			if id, err := identity.PeerID(r.TLS); err == nil {
+				peer = id.Short()
+			}
+		}
+		n.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
+			"in", r.ContentLength, "out", sw.bytes, "peer", peer, "ms", time.Since(start).Milliseconds())
+	})
+}
+
+func (n *Node) getStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, n.meta())
+}
+
+func (n *Node) getMembers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, n.members.Members())
+}
+
+func shareKey(r *http.Request) (sharestore.Key, error) {
+	si, err := sharestore.ParseSI(r.PathValue("si"))
+	if err != nil {
+		return sharestore.Key{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	num, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || num < 0 || num > 255 {
+		return sharestore.Key{}, fmt.Errorf("%w: bad share number %q", ErrBadRequest, r.PathValue("n"))
+	}
+	return sharestore.Key{SI: si, Share: num}, nil
+}
+
+func (n *Node) listShares(w http.ResponseWriter, r *http.Request) {
+	si, err := sharestore.ParseSI(r.PathValue("si"))
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
+		return
+	}
+	infos, err := n.store.List(r.Context(), si)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := []ShareInfo{}
+	for _, i := range infos {
+		out = append(out, shareInfo(i))
+	}
+	writeJSON(w, 200, out)
+}
+
+func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {
+	key, err := shareKey(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var lease sharestore.Lease
+	if b, err := hex.DecodeString(r.Header.Get(hdrLease)); err != nil || len(b) != len(lease) {
+		writeError(w, fmt.Errorf("%w: missing or bad %s header", ErrBadRequest, hdrLease))
+		return
+	} else {
+		copy(lease[:], b)
+	}
+	info, err := n.store.Put(r.Context(), key, r.Body, lease)
+	if err != nil {
+		n.log.Info("share refused", "share", key.String(), "err", err)
+		writeError(w, err)
+		return
+	}
+	n.usageChanged()
+	writeJSON(w, http.StatusCreated, shareInfo(info))
+}
+
+func (n *Node) getShare(w http.ResponseWriter, r *http.Request) {
+	key, err := shareKey(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s, err := n.store.Open(r.Context(), key)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer s.Close()
+	info := s.Info()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Quilt-Root", fmt.Sprintf("%x", info.Root[:]))
+	// ServeContent answers Range requests with exactly the bytes asked.
+	http.ServeContent(w, r, "", info.Created, io.NewSectionReader(s, 0, info.Size))
+}
+
+func (n *Node) deleteShare(w http.ResponseWriter, r *http.Request) {
+	key, err := shareKey(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	secret, err := hex.DecodeString(r.Header.Get(hdrSecret))
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: bad %s header", ErrBadRequest, hdrSecret))
+		return
+	}
+	if err := n.store.Delete(r.Context(), key, secret); err != nil {
+		writeError(w, err)
+		return
+	}
+	n.usageChanged()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (n *Node) scrubShare(w http.ResponseWriter, r *http.Request) {
+	key, err := shareKey(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	info, err := n.store.Scrub(r.Context(), key)
+	if err != nil && !errors.Is(err, sharestore.ErrNotFound) {
+		n.log.Warn("scrub found a damaged share", "share", key.String(), "err", err)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, shareInfo(info))
+}

@@ -1,0 +1,135 @@
+package object
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+)
+
+// GetReport tells how a read went.
+type GetReport struct {
+	Shares   []int     // share numbers read from (the last k in use)
+	Problems []Problem // nodes that were down, slow or wrong, and worked around
+	Bytes    int64     // plaintext bytes written
+}
+
+// reader reads segments of one object from k sources, switching to a
+// spare source when one fails. It is shared by Get and Repair.
+type reader struct {
+	c        *Client
+	vc       codec.VerifyCap
+	active   []*blockStream
+	spares   []*source
+	problems []Problem
+	to       int64
+}
+
+// start opens streams from the first k sources for segments [from, to].
+func (c *Client) startReader(ctx context.Context, vc codec.VerifyCap, srcs []*source, from, to int64) *reader {
+	r := &reader{c: c, vc: vc, to: to}
+	for i, s := range srcs {
+		if i < vc.K {
+			r.active = append(r.active, c.openStream(ctx, vc, s, from, to))
+		} else {
+			r.spares = append(r.spares, s)
+		}
+	}
+	return r
+}
+
+// segment returns the n blocks of segment seg (k present, verified).
+func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
+	blocks := make([][]byte, r.vc.N)
+	for i := 0; i < len(r.active); i++ {
+		for {
+			bs := r.active[i]
+			b, err := bs.next(ctx, r.c.opt.Stall)
+			if err == nil {
+				blocks[bs.src.share] = b
+				break
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			bs.close()
+			r.problems = append(r.problems, Problem{Share: bs.src.share, Node: bs.src.node, Err: err})
+			r.c.log.Warn("share failed during read, trying another", "share", bs.src.share, "node", bs.src.node, "err", err)
+			if len(r.spares) == 0 {
+				return nil, fmt.Errorf("%w: segment %d: ran out of good shares (last problem: %v)", ErrUnavailable, seg, err)
+			}
+			r.active[i] = r.c.openStream(ctx, r.vc, r.spares[0], seg, r.to)
+			r.spares = r.spares[1:]
+		}
+	}
+	return blocks, nil
+}
+
+func (r *reader) close() {
+	for _, bs := range r.active {
+		bs.close()
+	}
+}
+
+// Get writes length bytes of the object from offset off to w (length < 0:
+// to the end). Only the segments covering the range are fetched, and every
+// block is verified before use.
+func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, length int64) (*GetReport, error) {
+	vc := rc.Verify()
+	l := vc.Layout()
+	if off < 0 || off > rc.Size || (off == rc.Size && rc.Size > 0 && length != 0) {
+		return nil, fmt.Errorf("%w: offset %d of an object of %d bytes", ErrRange, off, rc.Size)
+	}
+	if length < 0 || off+length > rc.Size {
+		length = rc.Size - off
+	}
+	cd, err := codec.New(rc.Params, rc.Key)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	f, err := c.locate(ctx, vc.SI)
+	if err != nil {
+		return nil, err
+	}
+	srcs, problems := c.sources(ctx, vc, f)
+	rep := &GetReport{Problems: append(f.problems, problems...)}
+	if len(srcs) < rc.K {
+		return rep, unavailable(vc, f, len(srcs), rep.Problems)
+	}
+	from, to := int64(0), int64(0)
+	if length > 0 {
+		from, to = off/int64(rc.SegmentSize), (off+length-1)/int64(rc.SegmentSize)
+	}
+	rd := c.startReader(ctx, vc, srcs, from, to)
+	defer rd.close()
+	buf := make([]byte, 0, rc.SegmentSize)
+	for seg := from; seg <= to; seg++ {
+		blocks, err := rd.segment(ctx, seg)
+		rep.Problems = append(rep.Problems, rd.problems...)
+		rd.problems = nil
+		if err != nil {
+			return rep, err
+		}
+		plain, err := cd.Decode(buf[:0], seg, seg == l.Segments-1, l.SegmentPlainLen(seg), blocks)
+		if err != nil {
+			return rep, err
+		}
+		segStart := seg * int64(rc.SegmentSize)
+		lo := max(off-segStart, 0)
+		hi := min(off+length-segStart, int64(len(plain)))
+		if lo < hi {
+			m, err := w.Write(plain[lo:hi])
+			rep.Bytes += int64(m)
+			if err != nil {
+				return rep, fmt.Errorf("object: writing output: %w", err)
+			}
+		}
+	}
+	for _, bs := range rd.active {
+		rep.Shares = append(rep.Shares, bs.src.share)
+	}
+	return rep, nil
+}

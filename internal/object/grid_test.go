@@ -1,0 +1,311 @@
+package object_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+	"github.com/quilt-grid/quilt/internal/testgrid"
+)
+
+// randReader yields n pseudo-random bytes without holding them.
+func randReader(seed uint64, n int64) io.Reader {
+	return io.LimitReader(rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}), n)
+}
+
+func digest(r io.Reader) [32]byte {
+	h := sha256.New()
+	io.Copy(h, r)
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}
+
+func put(t *testing.T, c *object.Client, seed uint64, size int64, p codec.Params, happy int) (codec.ReadCap, *object.PutReport) {
+	t.Helper()
+	rc, rep, err := c.Put(context.Background(), randReader(seed, size), size, p, happy)
+	if err != nil {
+		t.Fatalf("put %d bytes: %v", size, err)
+	}
+	return rc, rep
+}
+
+func mustGet(t *testing.T, c *object.Client, rc codec.ReadCap, seed uint64) *object.GetReport {
+	t.Helper()
+	h := sha256.New()
+	rep, err := c.Get(context.Background(), rc, h, 0, -1)
+	if err != nil {
+		t.Fatalf("get: %v (problems %v)", err, rep)
+	}
+	var got [32]byte
+	h.Sum(got[:0])
+	if got != digest(randReader(seed, rc.Size)) {
+		t.Fatalf("get returned different bytes")
+	}
+	return rep
+}
+
+func problemNodes(ps []object.Problem) map[string]bool {
+	m := map[string]bool{}
+	for _, p := range ps {
+		m[p.Node] = true
+	}
+	return m
+}
+
+// A 50 MiB object round-trips on 10 nodes, ranges read exactly the bytes
+// asked, and survives 7 of 10 nodes stopped.
+func TestGridRoundTripAndSevenDown(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 10})
+	c := g.Objects(object.Options{})
+	const size = 50 << 20
+	rc, rep := put(t, c, 1, size, codec.DefaultParams(), 7)
+	if rep.Happiness != 10 {
+		t.Fatalf("happiness %d, want 10 on 10 nodes", rep.Happiness)
+	}
+	mustGet(t, c, rc, 1)
+
+	var all bytes.Buffer
+	io.Copy(&all, randReader(1, size))
+	ranges := [][2]int64{{0, 1}, {0, 1 << 20}, {1<<20 - 1, 2}, {12345678, 3 << 20}, {size - 10, 10}, {size - 1, 100}, {7, 0}}
+	for _, rg := range ranges {
+		var b bytes.Buffer
+		if _, err := c.Get(context.Background(), rc, &b, rg[0], rg[1]); err != nil {
+			t.Fatalf("range %v: %v", rg, err)
+		}
+		want := all.Bytes()[rg[0]:min(rg[0]+rg[1], size)]
+		if !bytes.Equal(b.Bytes(), want) {
+			t.Fatalf("range %v: got %d bytes, want %d", rg, b.Len(), len(want))
+		}
+	}
+	if _, err := c.Get(context.Background(), rc, io.Discard, size+1, 1); !errors.Is(err, object.ErrRange) {
+		t.Fatalf("range past the end: %v", err)
+	}
+
+	// Stop 7 of 10: any 3 shares still read.
+	for _, i := range rand.Perm(10)[:7] {
+		g.Kill(i)
+	}
+	mustGet(t, c, rc, 1)
+	// And one more makes it unreadable, with an error that says why.
+	for i := range g.Nodes {
+		if g.Nodes[i] != nil {
+			g.Kill(i)
+			break
+		}
+	}
+	_, err := c.Get(context.Background(), rc, io.Discard, 0, -1)
+	if !errors.Is(err, object.ErrUnavailable) || !strings.Contains(err.Error(), "2 good shares of the 3 needed") {
+		t.Fatalf("with 2 nodes left: %v", err)
+	}
+}
+
+// A node that serves corrupted data is detected and reported; the read
+// succeeds from the others. Both lies are tried: a damaged trailer, and
+// true trailers with damaged blocks from a node that answers fastest.
+func TestGridLyingNode(t *testing.T) {
+	for _, blocksOnly := range []bool{false, true} {
+		g := testgrid.New(t, testgrid.Options{Nodes: 10, Wrap: func(i int, s sharestore.Store) sharestore.Store {
+			if i == 0 {
+				return testgrid.Liar(s, blocksOnly)
+			}
+			// The honest nodes answer a little slower, so the reader
+			// picks the liar among its fastest k and must notice it.
+			return testgrid.Slow(s, 30*time.Millisecond)
+		}})
+		c := g.Objects(object.Options{})
+		rc, _ := put(t, c, 2, 5<<20, codec.DefaultParams(), 7)
+		rep := mustGet(t, c, rc, 2)
+		liar := string(g.Nodes[0].ID())
+		if !problemNodes(rep.Problems)[liar] {
+			t.Fatalf("blocksOnly=%v: liar %s not reported; problems %v", blocksOnly, liar[:8], rep.Problems)
+		}
+		for _, p := range rep.Problems {
+			if p.Node != liar {
+				t.Errorf("honest node %.8s reported: %v", p.Node, p.Err)
+			}
+		}
+		// A verifying check finds it too.
+		crep, err := c.Check(context.Background(), rc.Verify(), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if crep.Good != 9 {
+			t.Fatalf("check: %d good shares, want 9 (the liar's is bad)", crep.Good)
+		}
+		g.Stop()
+	}
+}
+
+// slowReader hands out its bytes in chunks, pausing on a signal, so a
+// test can act in the middle of an upload.
+type gatedReader struct {
+	r      io.Reader
+	n      int64
+	gateAt int64
+	gate   chan struct{} // closed by the test to let the rest through
+	at     chan struct{} // closed when the reader reaches gateAt
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	if g.n >= g.gateAt && g.at != nil {
+		close(g.at)
+		g.at = nil
+		<-g.gate
+	}
+	if g.n < g.gateAt {
+		p = p[:min(int64(len(p)), g.gateAt-g.n)]
+	}
+	m, err := g.r.Read(p)
+	g.n += int64(m)
+	return m, err
+}
+
+// A node killed mid-upload never serves a half-written share: the upload
+// completes on the others, and the node, restarted, holds nothing of it.
+func TestGridNodeKilledMidUpload(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 10})
+	c := g.Objects(object.Options{})
+	const size = 20 << 20
+	gr := &gatedReader{r: randReader(3, size), gateAt: 8 << 20, gate: make(chan struct{}), at: make(chan struct{})}
+	type result struct {
+		rc  codec.ReadCap
+		rep *object.PutReport
+		err error
+	}
+	done := make(chan result)
+	go func() {
+		rc, rep, err := c.Put(context.Background(), gr, size, codec.DefaultParams(), 7)
+		done <- result{rc, rep, err}
+	}()
+	<-gr.at
+	// Some segments are out; the victim holds a share in flight.
+	victim := 4
+	victimID := string(g.Nodes[victim].ID())
+	g.Kill(victim)
+	close(gr.gate)
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("upload with one node killed: %v", res.err)
+	}
+	if res.rep.Happiness != 9 {
+		t.Fatalf("happiness %d, want 9", res.rep.Happiness)
+	}
+	for _, s := range res.rep.Shares {
+		if (s.Node == victimID) != (s.Err != nil) {
+			t.Fatalf("share %d on %.8s: err %v", s.Share, s.Node, s.Err)
+		}
+	}
+	g.Restart(victim)
+	infos, err := g.Nodes[victim].Store().List(context.Background(), res.rc.Key.StorageIndex())
+	if err != nil || len(infos) != 0 {
+		t.Fatalf("restarted node lists %v (err %v) of an upload it died in", infos, err)
+	}
+	mustGet(t, c, res.rc, 3)
+	crep, err := c.Check(context.Background(), res.rc.Verify(), true)
+	if err != nil || crep.Good != 9 {
+		t.Fatalf("check after the kill: %d good, err %v", crep.Good, err)
+	}
+	// Repair rebuilds the lost share from any k.
+	rrep, err := c.Repair(context.Background(), res.rc.Verify(), false)
+	if err != nil || !rrep.Healthy() || len(rrep.Repaired) != 1 {
+		t.Fatalf("repair: %+v, err %v", rrep, err)
+	}
+	after, err := c.Check(context.Background(), res.rc.Verify(), true)
+	if err != nil || !after.Healthy() {
+		t.Fatalf("check after repair: %+v, err %v", after, err)
+	}
+}
+
+// Losing too many nodes mid-upload fails the upload, and no node is left
+// with a share of it.
+func TestGridUploadFailsBelowHappiness(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 10})
+	c := g.Objects(object.Options{})
+	const size = 20 << 20
+	gr := &gatedReader{r: randReader(4, size), gateAt: 6 << 20, gate: make(chan struct{}), at: make(chan struct{})}
+	done := make(chan error)
+	go func() {
+		_, _, err := c.Put(context.Background(), gr, size, codec.DefaultParams(), 7)
+		done <- err
+	}()
+	<-gr.at
+	for i := 0; i < 4; i++ {
+		g.Kill(i)
+	}
+	close(gr.gate)
+	err := <-done
+	if !errors.Is(err, object.ErrUnhappy) {
+		t.Fatalf("upload after losing 4 of 10 nodes: %v, want ErrUnhappy", err)
+	}
+	for i, nd := range g.Nodes {
+		if nd == nil {
+			continue
+		}
+		if u := nd.Store().Usage(); u.Shares != 0 {
+			t.Fatalf("node %d holds %d shares of a failed upload", i, u.Shares)
+		}
+	}
+}
+
+// A full node is skipped; an upload that cannot be placed says why.
+func TestGridFullNodeAndUnhappy(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Capacity: func(i int) int64 {
+		if i == 3 {
+			return 1 << 20 // too small for a share of 20 MiB
+		}
+		return 0
+	}})
+	c := g.Objects(object.Options{})
+	rc, rep := put(t, c, 5, 20<<20, codec.DefaultParams(), 7)
+	full := string(g.Nodes[3].ID())
+	for _, s := range rep.Shares {
+		if s.Node == full {
+			t.Fatalf("share %d placed on the full node", s.Share)
+		}
+	}
+	if rep.Happiness != 9 {
+		t.Fatalf("happiness %d, want 9", rep.Happiness)
+	}
+	mustGet(t, c, rc, 5)
+	// Asking for 10 distinct nodes cannot work with one full.
+	_, _, err := c.Put(context.Background(), randReader(6, 20<<20), 20<<20, codec.DefaultParams(), 10)
+	if !errors.Is(err, object.ErrUnhappy) || !strings.Contains(err.Error(), "full") {
+		t.Fatalf("happy=10 with a full node: %v", err)
+	}
+}
+
+// Bad capabilities get clear errors; a well-formed one for an object that
+// is not on the grid says so.
+func TestGridBadCapability(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 3})
+	c := g.Objects(object.Options{})
+	for _, s := range []string{"", "quilt:r:zzzz", "not a cap", "quilt:v:aaaa"} {
+		if _, err := codec.ParseReadCap(s); !errors.Is(err, codec.ErrBadCap) {
+			t.Fatalf("ParseReadCap(%q): %v", s, err)
+		}
+	}
+	absent := codec.ReadCap{Key: codec.NewKey(), Params: codec.Params{K: 2, N: 3, SegmentSize: 1 << 20}, Size: 100}
+	_, err := c.Get(context.Background(), absent, io.Discard, 0, -1)
+	if !errors.Is(err, object.ErrUnavailable) || !strings.Contains(err.Error(), "found 0 good shares") {
+		t.Fatalf("absent object: %v", err)
+	}
+	// The right storage index with a wrong root: shares exist but are not
+	// this object's, and nothing is returned.
+	rc, _ := put(t, c, 7, 1000, codec.Params{K: 2, N: 3, SegmentSize: 1 << 20}, 3)
+	forged := rc
+	forged.Root[0] ^= 1
+	var out bytes.Buffer
+	if _, err := c.Get(context.Background(), forged, &out, 0, -1); !errors.Is(err, object.ErrUnavailable) || out.Len() != 0 {
+		t.Fatalf("wrong root: %v, %d bytes out", err, out.Len())
+	}
+}

@@ -1,0 +1,193 @@
+package object
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/placement"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+)
+
+// source is a share on a node whose trailer checked out against the
+// capability: its block hashes can be trusted.
+type source struct {
+	share   int
+	node    string
+	hashes  []sharefile.Hash
+	roots   []sharefile.Hash
+	latency time.Duration
+}
+
+// found is what locating an object's shares turned up.
+type found struct {
+	holders  map[int][]string // share → nodes that say they hold it, best-ranked first
+	asked    int
+	answered int
+	problems []Problem
+}
+
+// locate asks the live nodes, best-ranked first, which shares of the
+// object they hold.
+func (c *Client) locate(ctx context.Context, si sharefile.SI) (*found, error) {
+	nodes, err := c.grid.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ranked := placement.Rank(si[:], placementNodes(nodes))
+	f := &found{holders: map[int][]string{}, asked: len(ranked)}
+	lists := make([][]int, len(ranked))
+	errs := make([]error, len(ranked))
+	var wg sync.WaitGroup
+	for i, n := range ranked {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lctx, cancel := context.WithTimeout(ctx, c.opt.Stall)
+			defer cancel()
+			lists[i], errs[i] = c.grid.ListShares(lctx, n.ID, si)
+		}()
+	}
+	wg.Wait()
+	for i, n := range ranked {
+		if errs[i] != nil {
+			f.problems = append(f.problems, Problem{Share: -1, Node: n.ID, Err: errs[i]})
+			continue
+		}
+		f.answered++
+		for _, sh := range lists[i] {
+			f.holders[sh] = append(f.holders[sh], n.ID)
+		}
+	}
+	return f, ctx.Err()
+}
+
+// trailer fetches and checks one share's trailer from one node.
+func (c *Client) trailer(ctx context.Context, vc codec.VerifyCap, share int, node string) (*source, error) {
+	l := vc.Layout()
+	ctx, cancel := context.WithTimeout(ctx, c.opt.Stall)
+	defer cancel()
+	start := time.Now()
+	rd, err := c.grid.GetShare(ctx, node, sharestore.Key{SI: vc.SI, Share: share}, l.TrailerOffset(), int64(l.TrailerLen()))
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	b := make([]byte, l.TrailerLen())
+	if _, err := io.ReadFull(rd, b); err != nil {
+		return nil, fmt.Errorf("%w: short trailer: %v", sharefile.ErrCorrupt, err)
+	}
+	t, err := vc.CheckTrailer(share, b)
+	if err != nil {
+		return nil, err
+	}
+	return &source{share: share, node: node, hashes: t.BlockHashes, roots: t.ShareRoots, latency: time.Since(start)}, nil
+}
+
+// sources checks the trailer of every share found, trying each holder
+// in turn, and returns one good source per share number, fastest first.
+func (c *Client) sources(ctx context.Context, vc codec.VerifyCap, f *found) ([]*source, []Problem) {
+	var mu sync.Mutex
+	var out []*source
+	var problems []Problem
+	var wg sync.WaitGroup
+	for share, nodes := range f.holders {
+		if share < 0 || share >= vc.N {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, n := range nodes {
+				s, err := c.trailer(ctx, vc, share, n)
+				mu.Lock()
+				if err != nil {
+					problems = append(problems, Problem{Share: share, Node: n, Err: err})
+					mu.Unlock()
+					continue
+				}
+				out = append(out, s)
+				mu.Unlock()
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].latency < out[j].latency })
+	return out, problems
+}
+
+// unavailable explains why an object cannot be read.
+func unavailable(vc codec.VerifyCap, f *found, good int, problems []Problem) error {
+	return fmt.Errorf("%w: found %d good shares of the %d needed (asked %d nodes, %d answered, %d problems): is the object on this grid, and are enough of its nodes up?",
+		ErrUnavailable, good, vc.K, f.asked, f.answered, len(problems))
+}
+
+// blockStream reads one share's blocks of segments [from, to] from a node
+// in one request, verifying each block against the trusted hashes.
+type blockStream struct {
+	src    *source
+	blocks chan []byte
+	err    error // valid once blocks is closed
+	cancel context.CancelFunc
+}
+
+func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source, from, to int64) *blockStream {
+	ctx, cancel := context.WithCancel(ctx)
+	bs := &blockStream{src: src, blocks: make(chan []byte, 4), cancel: cancel}
+	l := vc.Layout()
+	go func() {
+		defer close(bs.blocks)
+		off := l.BlockOffset(from)
+		end := l.BlockOffset(to) + int64(l.BlockLen(to))
+		rd, err := c.grid.GetShare(ctx, src.node, sharestore.Key{SI: vc.SI, Share: src.share}, off, end-off)
+		if err != nil {
+			bs.err = err
+			return
+		}
+		defer rd.Close()
+		for seg := from; seg <= to; seg++ {
+			b := make([]byte, l.BlockLen(seg))
+			if _, err := io.ReadFull(rd, b); err != nil {
+				bs.err = fmt.Errorf("reading block %d: %w", seg, err)
+				return
+			}
+			if sharefile.BlockHash(b) != src.hashes[seg] {
+				bs.err = fmt.Errorf("%w: block %d of share %d does not match its hash", sharefile.ErrCorrupt, seg, src.share)
+				return
+			}
+			select {
+			case bs.blocks <- b:
+			case <-ctx.Done():
+				bs.err = ctx.Err()
+				return
+			}
+		}
+	}()
+	return bs
+}
+
+// next returns the stream's next verified block, or an error if the node
+// failed, lied, or made no progress for stall.
+func (bs *blockStream) next(ctx context.Context, stall time.Duration) ([]byte, error) {
+	t := time.NewTimer(stall)
+	defer t.Stop()
+	select {
+	case b, ok := <-bs.blocks:
+		if !ok {
+			return nil, errOr(bs.err, io.ErrUnexpectedEOF)
+		}
+		return b, nil
+	case <-t.C:
+		return nil, fmt.Errorf("node %.8s made no progress for %v", bs.src.node, stall)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (bs *blockStream) close() { bs.cancel() }

@@ -1,0 +1,67 @@
+package object
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/node"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+)
+
+// NodeGrid is the Grid of real storage nodes, reached through a
+// node.Client.
+type NodeGrid struct {
+	Client *node.Client
+	// MaxAge is how stale the member list may be; default 2s.
+	MaxAge time.Duration
+}
+
+var _ Grid = NodeGrid{}
+
+// Nodes implements Grid: the members a node reports alive.
+func (g NodeGrid) Nodes(ctx context.Context) ([]Node, error) {
+	age := g.MaxAge
+	if age == 0 {
+		age = 2 * time.Second
+	}
+	ms, err := g.Client.Members(ctx, age)
+	if err != nil {
+		return nil, err
+	}
+	var out []Node
+	for _, m := range ms {
+		if m.State == member.Alive {
+			out = append(out, Node{ID: m.ID, Zone: m.Zone, Free: m.Free})
+		}
+	}
+	return out, nil
+}
+
+// PutShare implements Grid.
+func (g NodeGrid) PutShare(ctx context.Context, n string, key sharestore.Key, r io.Reader, lease sharestore.Lease) error {
+	_, err := g.Client.PutShare(ctx, n, key, r, lease)
+	return err
+}
+
+// GetShare implements Grid.
+func (g NodeGrid) GetShare(ctx context.Context, n string, key sharestore.Key, off, length int64) (io.ReadCloser, error) {
+	return g.Client.GetShare(ctx, n, key, off, length)
+}
+
+// ListShares implements Grid.
+func (g NodeGrid) ListShares(ctx context.Context, n string, si sharefile.SI) ([]int, error) {
+	infos, err := g.Client.ListShares(ctx, n, si)
+	out := make([]int, len(infos))
+	for i, in := range infos {
+		out[i] = in.Share
+	}
+	return out, err
+}
+
+// DeleteShare implements Grid.
+func (g NodeGrid) DeleteShare(ctx context.Context, n string, key sharestore.Key, secret []byte) error {
+	return g.Client.DeleteShare(ctx, n, key, secret)
+}

@@ -1,0 +1,266 @@
+package object
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/placement"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+)
+
+// PutReport tells where an upload's shares went.
+type PutReport struct {
+	Shares    []ShareResult // one per share number
+	Happiness int           // distinct nodes holding a share
+	Bytes     int64         // plaintext bytes stored
+}
+
+// ShareResult is the fate of one share of an upload.
+type ShareResult struct {
+	Share int
+	Node  string
+	Err   error // nil: stored
+}
+
+// job is one segment on its way through the encoders.
+type job struct {
+	index int64
+	last  bool
+	plain []byte
+	seg   *codec.Segment
+	err   error
+	done  chan struct{}
+}
+
+// readSegment fills buf from r, returning how many bytes it got and
+// whether r ended.
+func readSegment(r io.Reader, buf []byte) (int, bool, error) {
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return n, true, nil
+	case err != nil:
+		return n, false, fmt.Errorf("object: reading input: %w", err)
+	}
+	return n, false, nil
+}
+
+// Put stores the bytes of r as a new object encoded with p, on at least
+// happy distinct nodes. size is the input's length if known (it sizes the
+// placement), or -1. The report says where each share went.
+func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Params, happy int) (codec.ReadCap, *PutReport, error) {
+	if err := p.Validate(); err != nil {
+		return codec.ReadCap{}, nil, err
+	}
+	if happy < 1 || happy > p.N {
+		return codec.ReadCap{}, nil, fmt.Errorf("object: happiness %d must be between 1 and n=%d", happy, p.N)
+	}
+	key := codec.NewKey()
+	si := key.StorageIndex()
+	cd, err := codec.New(p, key)
+	if err != nil {
+		return codec.ReadCap{}, nil, err
+	}
+	nodes, err := c.grid.Nodes(ctx)
+	if err != nil {
+		return codec.ReadCap{}, nil, err
+	}
+	shareSize := int64(sharefile.HeaderSize + p.BlockSize())
+	if size >= 0 {
+		shareSize = sharefile.NewLayout(p.K, p.N, p.SegmentSize, size).ShareSize()
+	}
+	plan, err := placement.Place(si[:], placementNodes(nodes), p.N, happy, shareSize)
+	if err != nil {
+		return codec.ReadCap{}, nil, fmt.Errorf("%w: %w", ErrUnhappy, err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lease := sharestore.LeaseFor(c.opt.LeaseSecret(si))
+	ss := make(sinks, p.N)
+	for i := range ss {
+		ss[i] = c.newSink(ctx, i, plan.Nodes[i], sharestore.Key{SI: si, Share: i}, lease)
+		ss[i].send(item{b: p.Header(i, si)}, c.opt.Stall)
+	}
+
+	// Reader → encoders (in parallel) → dispatcher (in order) → sinks.
+	jobs := make(chan *job, c.opt.Workers)
+	ordered := make(chan *job, c.opt.Workers+2)
+	plainPool := sync.Pool{New: func() any { return make([]byte, p.SegmentSize) }}
+	var readErr error
+	var total int64
+	go func() {
+		defer close(jobs)
+		defer close(ordered)
+		cur := plainPool.Get().([]byte)
+		n, eof, err := readSegment(r, cur)
+		for idx := int64(0); ; idx++ {
+			if err != nil {
+				readErr = err
+				return
+			}
+			j := &job{index: idx, plain: cur[:n], done: make(chan struct{})}
+			var next []byte
+			var nn int
+			if !eof {
+				next = plainPool.Get().([]byte)
+				nn, eof, err = readSegment(r, next)
+				if err == nil && nn == 0 && eof {
+					plainPool.Put(next)
+					next = nil
+				}
+			}
+			j.last = next == nil && err == nil
+			total += int64(n)
+			select {
+			case ordered <- j:
+			case <-ctx.Done():
+				readErr = ctx.Err()
+				return
+			}
+			jobs <- j
+			if j.last {
+				return
+			}
+			cur, n = next, nn
+		}
+	}()
+	var wg sync.WaitGroup
+	for range c.opt.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				j.seg = cd.NewSegment()
+				j.err = cd.Encode(j.seg, j.index, j.last, j.plain)
+				plainPool.Put(j.plain[:cap(j.plain)])
+				close(j.done)
+			}
+		}()
+	}
+	// On any return: stop the reader, then wait for the encoders.
+	defer func() { cancel(); wg.Wait() }()
+
+	tree := codec.NewTree(p, si)
+	var sawLast bool
+	for j := range ordered {
+		<-j.done
+		if j.err != nil {
+			ss.abortAll(j.err)
+			return codec.ReadCap{}, nil, j.err
+		}
+		tree.Add(j.seg)
+		seg := j.seg
+		var refs atomic.Int32
+		refs.Store(int32(p.N))
+		release := func() {
+			if refs.Add(-1) == 0 {
+				cd.Release(seg)
+			}
+		}
+		for i, s := range ss {
+			s.send(item{b: seg.Blocks[i], release: release}, c.opt.Stall)
+		}
+		if lost := ss.lost(); happiness(plan, ss) < happy {
+			err := fmt.Errorf("%w: %d shares lost during the upload (%v); the rest cannot reach %d distinct nodes", ErrUnhappy, len(lost), lost, happy)
+			ss.abortAll(err)
+			return codec.ReadCap{}, nil, err
+		}
+		sawLast = j.last
+	}
+	if readErr != nil || !sawLast {
+		err := errOr(readErr, ctx.Err())
+		ss.abortAll(errOr(err, errAborted))
+		return codec.ReadCap{}, nil, errOr(err, errAborted)
+	}
+	if size >= 0 && total != size {
+		err := fmt.Errorf("object: input was %d bytes, not the %d announced", total, size)
+		ss.abortAll(err)
+		return codec.ReadCap{}, nil, err
+	}
+
+	root, trailers := tree.Finish(total)
+	for i, s := range ss {
+		s.send(item{b: trailers[i]}, c.opt.Stall)
+	}
+	rep := &PutReport{Shares: make([]ShareResult, p.N), Bytes: total}
+	var rwg sync.WaitGroup
+	for i, s := range ss {
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			rep.Shares[i] = ShareResult{Share: i, Node: s.node, Err: s.finish()}
+		}()
+	}
+	rwg.Wait()
+	distinct := map[string]bool{}
+	for _, sr := range rep.Shares {
+		if sr.Err == nil {
+			distinct[sr.Node] = true
+		} else {
+			c.log.Warn("share not stored", "share", sr.Share, "node", sr.Node, "err", sr.Err)
+		}
+	}
+	rep.Happiness = len(distinct)
+	rc := codec.ReadCap{Key: key, Root: root, Params: p, Size: total}
+	if rep.Happiness < happy {
+		c.deleteShares(context.WithoutCancel(ctx), si, rep)
+		var errs []error
+		for _, sr := range rep.Shares {
+			if sr.Err != nil {
+				errs = append(errs, sr.Err)
+			}
+		}
+		return codec.ReadCap{}, rep, fmt.Errorf("%w: shares reached %d distinct nodes, %d needed: %w", ErrUnhappy, rep.Happiness, happy, errors.Join(errs...))
+	}
+	return rc, rep, nil
+}
+
+// lost returns the share numbers whose upload failed.
+func (ss sinks) lost() []int {
+	var out []int
+	for _, s := range ss {
+		if s.failed.Load() {
+			out = append(out, s.share)
+		}
+	}
+	return out
+}
+
+// happiness counts the distinct nodes of shares still going.
+func happiness(plan placement.Plan, ss sinks) int {
+	nodes := map[string]bool{}
+	for i, s := range ss {
+		if !s.failed.Load() {
+			nodes[plan.Nodes[i]] = true
+		}
+	}
+	return len(nodes)
+}
+
+// deleteShares removes the shares a failed upload left, best effort: an
+// object below happiness is not reported stored, so nobody could read it.
+func (c *Client) deleteShares(ctx context.Context, si sharefile.SI, rep *PutReport) {
+	secret := c.opt.LeaseSecret(si)
+	for _, sr := range rep.Shares {
+		if sr.Err == nil {
+			if err := c.grid.DeleteShare(ctx, sr.Node, sharestore.Key{SI: si, Share: sr.Share}, secret); err != nil {
+				c.log.Debug("delete after failed upload", "share", sr.Share, "node", sr.Node, "err", err)
+			}
+		}
+	}
+}
+
+func placementNodes(nodes []Node) []placement.Node {
+	out := make([]placement.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = placement.Node{ID: n.ID, Zone: n.Zone, Free: n.Free}
+	}
+	return out
+}
