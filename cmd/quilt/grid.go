@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/identity"
+	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/node"
+)
+
+func runNode(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	data := fs.String("data", "", "data directory: key, grid secret, shares (required)")
+	listen := fs.String("listen", "127.0.0.1:7700", "HTTPS API address (host:port; port 0 picks one)")
+	gossip := fs.String("gossip", "", "gossip address, UDP and TCP (default: the API host, port+1)")
+	advertise := fs.String("advertise", "", "API address other nodes and clients should use (default: --listen)")
+	join := fs.String("join", "", "invite of the grid to join (quilt://SECRET@host:port,...); without it a new grid starts, or the grid in --data is rejoined")
+	zone := fs.String("zone", "", "failure domain of this node (building, neighbourhood); shares spread over zones")
+	capacity := fs.String("capacity", "0", "most bytes of shares to store, e.g. 50GiB (0: what the disk has)")
+	wan := fs.Bool("wan", false, "gossip timings for slow, lossy links")
+	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, "Usage: quilt node --data DIR [flags]\n\nRuns a storage node until interrupted. The first node of a grid (no --join)\nwrites an invite to DIR/invite; give it to the next nodes and to clients.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *data == "" || fs.NArg() != 0 {
+		fs.Usage()
+		return errUsage
+	}
+	cap, err := parseSize(*capacity)
+	if err != nil {
+		return err
+	}
+	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
+		Zone: *zone, Capacity: cap, WAN: *wan, Version: version, Logger: newLogger(*logLevel)}
+	if cfg.Gossip == "" {
+		cfg.Gossip, err = nextPort(*listen)
+		if err != nil {
+			return err
+		}
+	}
+	if *join != "" {
+		inv, err := identity.ParseInvite(*join)
+		if err != nil {
+			return err
+		}
+		cfg.Join = &inv
+	}
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	n, err := node.Start(startCtx, cfg)
+	cancel()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "quilt node %s serving on %s (gossip %s)\ninvite: %s\n", n.ID(), n.Addr(), n.GossipAddr(), n.Invite())
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "leaving the grid")
+	return n.Close()
+}
+
+// nextPort returns host:port+1 for an API address, or host:0 when the API
+// port is chosen by the system.
+func nextPort(hostport string) (string, error) {
+	host, ps, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", fmt.Errorf("bad address %q: %w", hostport, err)
+	}
+	p, err := strconv.Atoi(ps)
+	if err != nil {
+		return "", fmt.Errorf("bad port in %q", hostport)
+	}
+	if p == 0 {
+		return net.JoinHostPort(host, "0"), nil
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+1)), nil
+}
+
+func runUp(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	nodes := fs.Int("nodes", 10, "how many storage nodes")
+	dir := fs.String("dir", filepath.Join(home(), "grid"), "data directory of the grid (one folder per node)")
+	host := fs.String("host", "127.0.0.1", "address the nodes listen on")
+	port := fs.Int("port", 7700, "first port: node i serves its API on port+2i and gossips on port+2i+1 (0: any free ports)")
+	capacity := fs.String("capacity", "0", "capacity of each node, e.g. 10GiB (0: what the disk has)")
+	zones := fs.Int("zones", 0, "spread the nodes over this many zones (0: no zones)")
+	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, "Usage: quilt up [flags]\n\nRuns a whole grid on this machine until interrupted, writes its invite to\nDIR/invite and makes it the default grid of the client commands\n($QUILT_HOME/config.json). Started again with the same DIR, it brings the\nsame grid back with its data.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *nodes < 1 || fs.NArg() != 0 {
+		fs.Usage()
+		return errUsage
+	}
+	cap, err := parseSize(*capacity)
+	if err != nil {
+		return err
+	}
+	invitePath := filepath.Join(*dir, "invite")
+	os.Remove(invitePath) // written again once the grid is up
+	log := newLogger(*logLevel)
+	started := make([]*node.Node, *nodes)
+	stopAll := func() {
+		var wg sync.WaitGroup
+		for _, n := range started {
+			if n != nil {
+				wg.Add(1)
+				go func() { defer wg.Done(); n.Close() }()
+			}
+		}
+		wg.Wait()
+	}
+	defer stopAll()
+	var inv identity.Invite
+	for i := range *nodes {
+		cfg := node.Config{
+			Dir:      filepath.Join(*dir, fmt.Sprintf("node-%02d", i+1)),
+			Listen:   net.JoinHostPort(*host, "0"),
+			Gossip:   net.JoinHostPort(*host, "0"),
+			Capacity: cap, Version: version, Logger: log,
+		}
+		if *port != 0 {
+			cfg.Listen = net.JoinHostPort(*host, strconv.Itoa(*port+2*i))
+			cfg.Gossip = net.JoinHostPort(*host, strconv.Itoa(*port+2*i+1))
+		}
+		if *zones > 0 {
+			cfg.Zone = fmt.Sprintf("zone-%d", i%*zones+1)
+		}
+		if i > 0 {
+			j := inv
+			cfg.Join = &j
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		n, err := node.Start(sctx, cfg)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("node %d: %w", i+1, err)
+		}
+		started[i] = n
+		if i == 0 {
+			inv = n.Invite()
+		} else {
+			inv.Addrs = append(inv.Addrs, n.Addr())
+		}
+	}
+	// Wait until the first node sees everyone, so the first put can use
+	// the whole grid.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(started[0].Members()) < *nodes && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := os.WriteFile(invitePath, []byte(inv.String()+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := saveConfig(clientConfig{Grid: inv.String()}); err != nil {
+		return fmt.Errorf("writing the client config: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, `quilt grid of %d nodes is up (data in %s)
+invite: %s
+(saved in %s and as the default grid in %s)
+
+try:  quilt nodes
+      quilt put FILE          # prints a capability
+      quilt get CAP -o COPY
+stop with Ctrl-C
+`, *nodes, *dir, inv, invitePath, configPath())
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "\nstopping the grid")
+	return nil
+}
+
+func runNodes(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
+	var g gridFlags
+	g.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, "Usage: quilt nodes [flags]\n\nLists the grid's members as a node sees them: ID, address, zone, state\n(alive, suspect, dead, left), used and free space.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	s, err := g.connect()
+	if err != nil {
+		return err
+	}
+	ms, err := s.nodes.Members(ctx, 0)
+	if err != nil {
+		return err
+	}
+	s.rememberPeers(ms)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tADDRESS\tZONE\tSTATE\tUSED\tFREE")
+	alive := 0
+	for _, m := range ms {
+		zone := m.Zone
+		if zone == "" {
+			zone = "-"
+		}
+		if m.State == member.Alive {
+			alive++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Addr, zone, m.State, human(m.Used), human(m.Free))
+	}
+	tw.Flush()
+	fmt.Fprintf(os.Stderr, "%d nodes, %d alive\n", len(ms), alive)
+	if alive == 0 {
+		return fmt.Errorf("no node is alive")
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+// Command quilt is the Quilt storage grid: storage nodes, a one-machine
+// grid, and the client commands that store and read files on a grid.
+//
+// Run `quilt help` for the commands, `quilt COMMAND -h` for a command's
+// flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/node"
+	"github.com/quilt-grid/quilt/internal/object"
+)
+
+// version is the version of this build of quilt.
+var version = "0.1.0-dev"
+
+// command is one `quilt` subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]command{
+	"node":    {"run a storage node", runNode},
+	"up":      {"run a whole grid on this machine", runUp},
+	"put":     {"store a file; prints its read capability", runPut},
+	"get":     {"read a file back by its capability", runGet},
+	"check":   {"check an object's shares; --repair rebuilds missing ones", runCheck},
+	"nodes":   {"list the grid's nodes", runNodes},
+	"bench":   {"measure put/get throughput on the grid", runBench},
+	"version": {"print the version", func(context.Context, []string) error { fmt.Println("quilt", version); return nil }},
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `quilt %s: a storage grid for community clouds
+
+Usage: quilt COMMAND [flags] [args]
+
+Commands:
+`, version)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprint(os.Stderr, `
+Start with:  quilt up            (a 10-node grid on this machine)
+then:        quilt put FILE      (prints a capability: keep it, it is the only way back)
+             quilt get CAP -o FILE
+
+Client commands find the grid from --grid INVITE, else $QUILT_GRID, else
+the config that 'quilt up' writes in $QUILT_HOME (default ~/.quilt).
+'quilt COMMAND -h' shows a command's flags.
+`)
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "help" || os.Args[1] == "-h" || os.Args[1] == "--help" {
+		usage()
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		return
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "quilt: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "quilt %s: %v\n", os.Args[1], err)
+		if h := hint(err); h != "" {
+			fmt.Fprintf(os.Stderr, "  hint: %s\n", h)
+		}
+		os.Exit(1)
+	}
+}
+
+// errUsage means the flags were wrong; the flag package already said so.
+var errUsage = errors.New("usage")
+
+// hint says what to do about an error, where we know.
+func hint(err error) string {
+	switch {
+	case errors.Is(err, errNoGrid):
+		return "start a grid with 'quilt up', or pass --grid INVITE (the invite is in the grid's DIR/invite)"
+	case errors.Is(err, node.ErrNoGrid):
+		return "is the grid running? 'quilt up' starts one; a node's invite is in its data directory"
+	case errors.Is(err, codec.ErrBadCap):
+		return "capabilities look like quilt:r:... (read) or quilt:v:... (verify); copy the whole line 'quilt put' printed"
+	case errors.Is(err, object.ErrUnavailable):
+		return "run 'quilt check CAP' to see which shares are where; bring nodes back up, then 'quilt check --repair'"
+	case errors.Is(err, object.ErrUnhappy):
+		return "add nodes or free space, or lower --happy (and --n)"
+	}
+	return ""
+}
