@@ -1,6 +1,13 @@
 module github.com/quilt-grid/quilt
 
-go 1.26.8
+go 1.26.0
+
+require (
+	github.com/hashicorp/memberlist v0.7.0
+	github.com/klauspost/reedsolomon v1.14.2
+	github.com/zeebo/blake3 v0.2.4
+	golang.org/x/term v0.47.0
+)
 
 require (
 	github.com/google/btree v1.1.3 // indirect
@@ -11,13 +18,9 @@ require (
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/hashicorp/go-sockaddr v1.0.7 // indirect
 	github.com/hashicorp/golang-lru v1.0.2 // indirect
-	github.com/hashicorp/memberlist v0.7.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
-	github.com/klauspost/reedsolomon v1.14.2 // indirect
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
-	github.com/zeebo/blake3 v0.2.4 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/term v0.47.0 // indirect
 )

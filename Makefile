@@ -1,0 +1,39 @@
+# Quilt: `make run` starts a 10-node grid on this machine; `make test` runs
+# every test. Both build what they need first.
+
+GO      ?= go
+BIN     ?= bin/quilt
+NODES   ?= 10
+
+.PHONY: all build run test bench bench-tahoe vet clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/quilt
+
+## run: a grid of $(NODES) storage nodes on 127.0.0.1, until Ctrl-C
+run: build
+	$(BIN) up --nodes $(NODES)
+
+## test: vet, then every test (unit, property, conformance, 10-node
+## in-process grid, real processes); the race detector on the core packages
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/ ./internal/object/
+
+## bench: codec micro-benchmarks (one core), then quilt bench on a fresh grid
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 2s -cpu 1 ./internal/codec/ ./internal/placement/
+	./bench/grid-bench.sh
+
+## bench-tahoe: Quilt and Tahoe-LAFS side by side (installs tahoe-lafs in a venv)
+bench-tahoe:
+	./bench/tahoe/compare.sh
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin
