@@ -84,11 +84,13 @@ func (c *Client) Members(ctx context.Context, maxAge time.Duration) ([]member.Me
 	}
 	c.mu.Unlock()
 	tries = append(tries, c.inv.Addrs...)
-	var errs []error
+	var first error
 	for _, a := range tries {
 		ms, err := c.membersFrom(ctx, a)
 		if err != nil {
-			errs = append(errs, err)
+			if first == nil {
+				first = err
+			}
 			continue
 		}
 		c.mu.Lock()
@@ -99,7 +101,7 @@ func (c *Client) Members(ctx context.Context, maxAge time.Duration) ([]member.Me
 		c.mu.Unlock()
 		return ms, nil
 	}
-	return nil, fmt.Errorf("%w (tried %v): %w", ErrNoGrid, tries, errors.Join(errs...))
+	return nil, fmt.Errorf("%w (tried %d addresses; the first said: %w)", ErrNoGrid, len(tries), first)
 }
 
 func (c *Client) do(ctx context.Context, method, node, path string, body io.Reader, hdr map[string]string) (*http.Response, error) {

@@ -72,6 +72,8 @@ type Node struct {
 	log     *slog.Logger
 	client  *Client
 
+	lonely []string // old peers to keep trying, while none has answered
+
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	dirty   chan struct{}
@@ -95,7 +97,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	secret, seeds, err := gridOf(cfg)
+	secret, seeds, rejoin, err := gridOf(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +145,23 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	go n.srv.Serve(tls.NewListener(n.ln, n.srv.TLSConfig))
 	n.client = NewClient(identity.Invite{Secret: secret, Addrs: seeds}, id)
-	if len(seeds) > 0 {
+	switch {
+	case len(seeds) > 0 && !rejoin:
+		// An invite: joining is what was asked; failing to is an error.
 		if err := n.join(ctx, seeds); err != nil {
 			n.Kill()
 			return nil, err
 		}
+	case len(seeds) > 0:
+		// Back from our own data directory: we may be the first of the
+		// grid back up. Try the old peers briefly, then serve alone and
+		// keep trying in the background.
+		jctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if err := n.join(jctx, seeds); err != nil {
+			n.log.Warn("no old peer answered; serving alone until one does", "peers", len(seeds))
+			n.lonely = seeds
+		}
+		cancel()
 	}
 	if err := n.writeFiles(); err != nil {
 		n.Kill()
@@ -160,35 +174,35 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 }
 
 // gridOf finds the grid secret and the addresses to join: from the invite,
-// else from the data directory, else a new grid.
-func gridOf(cfg Config) (identity.Secret, []string, error) {
+// else from the data directory (rejoin), else a new grid.
+func gridOf(cfg Config) (secret identity.Secret, seeds []string, rejoin bool, err error) {
 	secretPath := filepath.Join(cfg.Dir, "secret")
 	stored, err := os.ReadFile(secretPath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return identity.Secret{}, nil, fmt.Errorf("node: %w", err)
+		return secret, nil, false, fmt.Errorf("node: %w", err)
 	}
 	if cfg.Join != nil {
 		if len(stored) > 0 && strings.TrimSpace(string(stored)) != cfg.Join.Secret.String() {
-			return identity.Secret{}, nil, fmt.Errorf("node: %s belongs to another grid: use a new data directory for this invite", cfg.Dir)
+			return secret, nil, false, fmt.Errorf("node: %s belongs to another grid: use a new data directory for this invite", cfg.Dir)
 		}
 		if err := writeFileAtomic(secretPath, []byte(cfg.Join.Secret.String()+"\n")); err != nil {
-			return identity.Secret{}, nil, err
+			return secret, nil, false, err
 		}
-		return cfg.Join.Secret, cfg.Join.Addrs, nil
+		return cfg.Join.Secret, cfg.Join.Addrs, false, nil
 	}
 	if len(stored) > 0 {
 		s, err := identity.ParseSecret(strings.TrimSpace(string(stored)))
 		if err != nil {
-			return s, nil, fmt.Errorf("node: %s: %w", secretPath, err)
+			return s, nil, false, fmt.Errorf("node: %s: %w", secretPath, err)
 		}
 		peers, _ := os.ReadFile(filepath.Join(cfg.Dir, "peers"))
-		return s, strings.Fields(string(peers)), nil
+		return s, strings.Fields(string(peers)), true, nil
 	}
 	s, err := identity.NewSecret()
 	if err != nil {
-		return s, nil, err
+		return s, nil, false, err
 	}
-	return s, nil, writeFileAtomic(secretPath, []byte(s.String()+"\n"))
+	return s, nil, false, writeFileAtomic(secretPath, []byte(s.String()+"\n"))
 }
 
 // join asks the nodes at seeds (HTTPS addresses) for the members' gossip
@@ -265,6 +279,14 @@ func (n *Node) background() {
 			case <-time.After(time.Second):
 			}
 		case <-peers.C:
+			if n.lonely != nil && len(n.members.Alive()) <= 1 {
+				jctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if n.join(jctx, n.lonely) == nil {
+					n.log.Info("rejoined the grid")
+					n.lonely = nil
+				}
+				cancel()
+			}
 			n.writePeers()
 		}
 	}
@@ -273,7 +295,9 @@ func (n *Node) background() {
 func (n *Node) writePeers() {
 	var addrs []string
 	for _, m := range n.members.Alive() {
-		addrs = append(addrs, m.Addr)
+		if m.ID != string(n.id.ID) {
+			addrs = append(addrs, m.Addr)
+		}
 	}
 	if len(addrs) > 0 {
 		writeFileAtomic(filepath.Join(n.cfg.Dir, "peers"), []byte(strings.Join(addrs, "\n")+"\n"))

@@ -46,7 +46,7 @@ var _ Store = (*Disk)(nil)
 func OpenDisk(dir string, capacity int64) (*Disk, error) {
 	d := &Disk{dir: dir}
 	d.space.capacity = capacity
-	d.space.diskFree = func() int64 { return diskFree(dir) }
+	d.space.diskFree = cachedDiskFree(dir)
 	for _, sub := range []string{"shares", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("sharestore: %w", err)
@@ -68,6 +68,24 @@ func OpenDisk(dir string, capacity int64) (*Disk, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// cachedDiskFree returns a function reporting the free bytes of the disk
+// under dir, asking the kernel at most every 100 ms: uploads ask on every
+// chunk. (Between looks, a full disk still shows as ErrFull: the write
+// fails with ENOSPC.)
+func cachedDiskFree(dir string) func() int64 {
+	var mu sync.Mutex
+	var at time.Time
+	var free int64
+	return func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > 100*time.Millisecond {
+			free, at = diskFree(dir), time.Now()
+		}
+		return free
+	}
 }
 
 func diskFree(dir string) int64 {
@@ -147,6 +165,8 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, lease Lease) (info
 		return old, nil // the same share again: keep the one we have
 	}
 	dir := d.siDir(key.SI)
+	_, statErr := os.Stat(dir)
+	newDir := statErr != nil
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Info{}, err
 	}
@@ -157,8 +177,10 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, lease Lease) (info
 	if err := syncDir(dir); err != nil {
 		return Info{}, err
 	}
-	if err := syncDir(filepath.Dir(dir)); err != nil {
-		return Info{}, err
+	if newDir { // the new directory's entry must be durable too
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return Info{}, err
+		}
 	}
 	return info, nil
 }
