@@ -196,7 +196,12 @@ func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, sp *space) 
 	buf := make([]byte, 256<<10)
 	src := ctxReader{ctx, r}
 	for {
-		m, rerr := src.Read(buf)
+		// Fill the buffer: a TLS body yields ~16 KiB a read, and a write
+		// syscall and reservation per record would cost more than the copy.
+		m, rerr := io.ReadFull(src, buf)
+		if rerr == io.ErrUnexpectedEOF {
+			rerr = io.EOF
+		}
 		if m > 0 {
 			if err := sp.reserve(key, int64(m)); err != nil {
 				return nil, n, err
