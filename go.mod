@@ -6,6 +6,7 @@ require (
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/klauspost/reedsolomon v1.14.2
 	github.com/zeebo/blake3 v0.2.4
+	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
 )
 
@@ -22,5 +23,4 @@ require (
 	github.com/miekg/dns v1.1.73 // indirect
 	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
 	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 )

@@ -17,6 +17,8 @@ import (
 	"github.com/quilt-grid/quilt/internal/node"
 )
 
+const noSyncHelp = "do not fsync shares: faster, but a power loss may lose shares stored in the last seconds (a crashed process still never leaves a partial share); Tahoe-LAFS storage servers work this way"
+
 func runNode(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	data := fs.String("data", "", "data directory: key, grid secret, shares (required)")
@@ -27,6 +29,7 @@ func runNode(ctx context.Context, args []string) error {
 	zone := fs.String("zone", "", "failure domain of this node (building, neighbourhood); shares spread over zones")
 	capacity := fs.String("capacity", "0", "most bytes of shares to store, e.g. 50GiB (0: what the disk has)")
 	wan := fs.Bool("wan", false, "gossip timings for slow, lossy links")
+	noSync := fs.Bool("no-fsync", false, noSyncHelp)
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	fs.Usage = func() {
 		fmt.Fprint(os.Stderr, "Usage: quilt node --data DIR [flags]\n\nRuns a storage node until interrupted. The first node of a grid (no --join)\nwrites an invite to DIR/invite; give it to the next nodes and to clients.\n\nFlags:\n")
@@ -44,7 +47,7 @@ func runNode(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
-		Zone: *zone, Capacity: cap, WAN: *wan, Version: version, Logger: newLogger(*logLevel)}
+		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, Version: version, Logger: newLogger(*logLevel)}
 	if cfg.Gossip == "" {
 		cfg.Gossip, err = nextPort(*listen)
 		if err != nil {
@@ -95,6 +98,7 @@ func runUp(ctx context.Context, args []string) error {
 	port := fs.Int("port", 7700, "first port: node i serves its API on port+2i and gossips on port+2i+1 (0: any free ports)")
 	capacity := fs.String("capacity", "0", "capacity of each node, e.g. 10GiB (0: what the disk has)")
 	zones := fs.Int("zones", 0, "spread the nodes over this many zones (0: no zones)")
+	noSync := fs.Bool("no-fsync", false, noSyncHelp)
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
 	fs.Usage = func() {
 		fmt.Fprint(os.Stderr, "Usage: quilt up [flags]\n\nRuns a whole grid on this machine until interrupted, writes its invite to\nDIR/invite and makes it the default grid of the client commands\n($QUILT_HOME/config.json). Started again with the same DIR, it brings the\nsame grid back with its data.\n\nFlags:\n")
@@ -132,7 +136,7 @@ func runUp(ctx context.Context, args []string) error {
 			Dir:      filepath.Join(*dir, fmt.Sprintf("node-%02d", i+1)),
 			Listen:   net.JoinHostPort(*host, "0"),
 			Gossip:   net.JoinHostPort(*host, "0"),
-			Capacity: cap, Version: version, Logger: log,
+			Capacity: cap, NoSync: *noSync, Version: version, Logger: log,
 		}
 		if *port != 0 {
 			cfg.Listen = net.JoinHostPort(*host, strconv.Itoa(*port+2*i))

@@ -105,9 +105,16 @@ func (c *Client) Members(ctx context.Context, maxAge time.Duration) ([]member.Me
 }
 
 func (c *Client) do(ctx context.Context, method, node, path string, body io.Reader, hdr map[string]string) (*http.Response, error) {
+	return c.doSized(ctx, method, node, path, body, -1, hdr)
+}
+
+func (c *Client) doSized(ctx context.Context, method, node, path string, body io.Reader, size int64, hdr map[string]string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "https://"+node+path, body)
 	if err != nil {
 		return nil, err
+	}
+	if size >= 0 {
+		req.ContentLength = size
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
@@ -127,10 +134,10 @@ func sharePath(key sharestore.Key) string {
 	return fmt.Sprintf("/v1/shares/%s/%d", siHex(key.SI), key.Share)
 }
 
-// PutShare streams a share to a node. It returns when the node has stored
-// it durably, or refused it.
-func (c *Client) PutShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, lease sharestore.Lease) (ShareInfo, error) {
-	resp, err := c.do(ctx, "PUT", node, sharePath(key), r, map[string]string{hdrLease: hex.EncodeToString(lease[:])})
+// PutShare streams a share of size bytes (-1: not known) to a node. It
+// returns when the node has stored it durably, or refused it.
+func (c *Client) PutShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, size int64, lease sharestore.Lease) (ShareInfo, error) {
+	resp, err := c.doSized(ctx, "PUT", node, sharePath(key), r, size, map[string]string{hdrLease: hex.EncodeToString(lease[:])})
 	if err != nil {
 		return ShareInfo{}, err
 	}

@@ -110,7 +110,7 @@ func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {
 	} else {
 		copy(lease[:], b)
 	}
-	info, err := n.store.Put(r.Context(), key, r.Body, lease)
+	info, err := n.store.Put(r.Context(), key, r.Body, r.ContentLength, lease)
 	if err != nil {
 		n.log.Info("share refused", "share", key.String(), "err", err)
 		writeError(w, err)

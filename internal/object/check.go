@@ -174,7 +174,7 @@ func (c *Client) rebuild(ctx context.Context, vc codec.VerifyCap, srcs []*source
 	ss := make(sinks, len(missing))
 	hashes := make([][]sharefile.Hash, len(missing))
 	for i, sh := range missing {
-		ss[i] = c.newSink(ctx, sh, targets[i], sharestore.Key{SI: vc.SI, Share: sh}, lease)
+		ss[i] = c.newSink(ctx, sh, targets[i], sharestore.Key{SI: vc.SI, Share: sh}, l.ShareSize(), lease)
 		ss[i].send(item{b: vc.Params.Header(sh, vc.SI)}, c.opt.Stall)
 	}
 	rd := c.startReader(ctx, vc, srcs, 0, l.Segments-1)

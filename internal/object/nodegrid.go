@@ -41,8 +41,8 @@ func (g NodeGrid) Nodes(ctx context.Context) ([]Node, error) {
 }
 
 // PutShare implements Grid.
-func (g NodeGrid) PutShare(ctx context.Context, n string, key sharestore.Key, r io.Reader, lease sharestore.Lease) error {
-	_, err := g.Client.PutShare(ctx, n, key, r, lease)
+func (g NodeGrid) PutShare(ctx context.Context, n string, key sharestore.Key, r io.Reader, size int64, lease sharestore.Lease) error {
+	_, err := g.Client.PutShare(ctx, n, key, r, size, lease)
 	return err
 }
 

@@ -49,9 +49,10 @@ type Node struct {
 type Grid interface {
 	// Nodes returns the storage nodes that are up.
 	Nodes(ctx context.Context) ([]Node, error)
-	// PutShare streams a whole share to a node and returns once it is
-	// stored durably. An r that fails must make the node store nothing.
-	PutShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, lease sharestore.Lease) error
+	// PutShare streams a whole share of size bytes (-1: not known) to a
+	// node and returns once it is stored durably. An r that fails must
+	// make the node store nothing.
+	PutShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, size int64, lease sharestore.Lease) error
 	// GetShare reads n bytes of a share from off (n < 0: to the end).
 	GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error)
 	// ListShares returns the share numbers a node holds of an object.

@@ -71,9 +71,12 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 	if err != nil {
 		return codec.ReadCap{}, nil, err
 	}
-	shareSize := int64(sharefile.HeaderSize + p.BlockSize())
+	// Placement needs room for a share; an unknown size is placed as one
+	// segment's worth and streamed with no length.
+	shareSize, sendSize := int64(sharefile.HeaderSize+p.BlockSize()), int64(-1)
 	if size >= 0 {
 		shareSize = sharefile.NewLayout(p.K, p.N, p.SegmentSize, size).ShareSize()
+		sendSize = shareSize
 	}
 	plan, err := placement.Place(si[:], placementNodes(nodes), p.N, happy, shareSize)
 	if err != nil {
@@ -85,7 +88,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 	lease := sharestore.LeaseFor(c.opt.LeaseSecret(si))
 	ss := make(sinks, p.N)
 	for i := range ss {
-		ss[i] = c.newSink(ctx, i, plan.Nodes[i], sharestore.Key{SI: si, Share: i}, lease)
+		ss[i] = c.newSink(ctx, i, plan.Nodes[i], sharestore.Key{SI: si, Share: i}, sendSize, lease)
 		ss[i].send(item{b: p.Header(i, si)}, c.opt.Stall)
 	}
 

@@ -38,13 +38,13 @@ type sink struct {
 
 var errAborted = errors.New("object: upload aborted")
 
-func (c *Client) newSink(ctx context.Context, share int, node string, key sharestore.Key, lease sharestore.Lease) *sink {
+func (c *Client) newSink(ctx context.Context, share int, node string, key sharestore.Key, size int64, lease sharestore.Lease) *sink {
 	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	s := &sink{share: share, node: node, q: make(chan item, 4), pw: pw, cancel: cancel,
 		done: make(chan struct{}), wdone: make(chan struct{})}
 	go func() {
-		err := c.grid.PutShare(ctx, node, key, pr, lease)
+		err := c.grid.PutShare(ctx, node, key, pr, size, lease)
 		if err == nil {
 			err = ctx.Err()
 		}

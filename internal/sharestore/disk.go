@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/sharefile"
+	"golang.org/x/sys/unix"
 )
 
 // recordSize is the node's own prefix before the share bytes in a share
@@ -34,18 +35,29 @@ const recordSize = 128
 // place, and the directory is fsynced, so a share is either absent or
 // whole and durable. Leftovers in DIR/tmp from a crash are removed on open.
 type Disk struct {
-	dir   string
-	space space
-	mu    sync.Mutex // serialises commits and deletes of one store
+	dir    string
+	noSync bool
+	space  space
+	mu     sync.Mutex // serialises commits and deletes of one store
+}
+
+// DiskOptions configure a Disk store.
+type DiskOptions struct {
+	// Capacity is the most bytes of shares to hold; 0: what the disk has.
+	Capacity int64
+	// NoSync skips fsync: a share is still renamed into place only when
+	// whole, so a crashed process never leaves a partial share, but a
+	// power loss may lose shares stored in the last seconds. Tahoe-LAFS
+	// storage servers work this way; Quilt's default is to sync.
+	NoSync bool
 }
 
 var _ Store = (*Disk)(nil)
 
-// OpenDisk opens (creating if needed) a store in dir that holds at most
-// capacity bytes of shares (0: as much as the disk has).
-func OpenDisk(dir string, capacity int64) (*Disk, error) {
-	d := &Disk{dir: dir}
-	d.space.capacity = capacity
+// OpenDisk opens (creating if needed) a store in dir.
+func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
+	d := &Disk{dir: dir, noSync: opt.NoSync}
+	d.space.capacity = opt.Capacity
 	d.space.diskFree = cachedDiskFree(dir)
 	for _, sub := range []string{"shares", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
@@ -110,7 +122,7 @@ func isNoSpace(err error) bool {
 }
 
 // Put implements Store.
-func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, lease Lease) (info Info, err error) {
+func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease Lease) (info Info, err error) {
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmpPath := filepath.Join(d.dir, "tmp", key.String()[:32]+"."+strconv.Itoa(key.Share)+"."+hex.EncodeToString(rnd[:])+".tmp")
@@ -134,7 +146,18 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, lease Lease) (info
 	if _, err := f.Write(rec); err != nil {
 		return Info{}, err
 	}
-	c, n, err := receive(ctx, key, f, r, &d.space)
+	if size > 0 {
+		// Best effort: allocating the whole file at once is cheaper than
+		// block by block, and fails early on a full disk.
+		if err := syscall.Fallocate(int(f.Fd()), 0, 0, recordSize+size); isNoSpace(err) {
+			return Info{}, err
+		}
+	}
+	var w io.Writer = f
+	if !d.noSync {
+		w = &flusher{f: f, off: recordSize}
+	}
+	c, n, err := receive(ctx, key, w, r, size, &d.space)
 	if err != nil {
 		return Info{}, err
 	}
@@ -150,7 +173,7 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, lease Lease) (info
 	if _, err := f.WriteAt(rec, 0); err != nil {
 		return Info{}, err
 	}
-	if err := f.Sync(); err != nil {
+	if err := d.sync(f); err != nil {
 		return Info{}, err
 	}
 	if err := f.Close(); err != nil {
@@ -174,18 +197,49 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, lease Lease) (info
 		return Info{}, err
 	}
 	committed = true
-	if err := syncDir(dir); err != nil {
+	if err := d.syncDir(dir); err != nil {
 		return Info{}, err
 	}
 	if newDir { // the new directory's entry must be durable too
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := d.syncDir(filepath.Dir(dir)); err != nil {
 			return Info{}, err
 		}
 	}
 	return info, nil
 }
 
-func syncDir(dir string) error {
+// flusher writes to a file and asks the kernel to start writing each
+// completed 4 MiB to disk, so the fsync at the end finds little left to do
+// and the disk works while the share arrives.
+type flusher struct {
+	f       *os.File
+	off     int64 // file offset of the next write
+	flushed int64 // offset up to which writeback was started
+}
+
+const flushEvery = 4 << 20
+
+func (w *flusher) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.off += int64(n)
+	if w.off-w.flushed >= flushEvery {
+		unix.SyncFileRange(int(w.f.Fd()), w.flushed, w.off-w.flushed, unix.SYNC_FILE_RANGE_WRITE)
+		w.flushed = w.off
+	}
+	return n, err
+}
+
+func (d *Disk) sync(f *os.File) error {
+	if d.noSync {
+		return nil
+	}
+	return f.Sync()
+}
+
+func (d *Disk) syncDir(dir string) error {
+	if d.noSync {
+		return nil
+	}
 	f, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -341,7 +395,7 @@ func (d *Disk) Delete(ctx context.Context, key Key, secret []byte) error {
 	}
 	d.space.remove(info.Size)
 	os.Remove(d.siDir(key.SI)) // only succeeds once empty
-	return syncDir(filepath.Dir(d.siDir(key.SI)))
+	return d.syncDir(filepath.Dir(d.siDir(key.SI)))
 }
 
 // Scrub implements Store.

@@ -33,9 +33,9 @@ func NewMem(capacity int64) *Mem {
 }
 
 // Put implements Store.
-func (m *Mem) Put(ctx context.Context, key Key, r io.Reader, lease Lease) (Info, error) {
+func (m *Mem) Put(ctx context.Context, key Key, r io.Reader, size int64, lease Lease) (Info, error) {
 	var buf bytes.Buffer
-	c, n, err := receive(ctx, key, &buf, r, &m.space)
+	c, n, err := receive(ctx, key, &buf, r, size, &m.space)
 	stored := false
 	defer func() { m.space.settle(n, stored) }()
 	if err != nil {

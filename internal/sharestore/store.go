@@ -96,8 +96,10 @@ type Usage struct {
 // use.
 type Store interface {
 	// Put reads a whole share from r and stores it under key if it passes
-	// the check and fits. It returns once the share is durable.
-	Put(ctx context.Context, key Key, r io.Reader, lease Lease) (Info, error)
+	// the check and fits. It returns once the share is durable. size is
+	// the share's length if the sender knows it, else -1: a known size is
+	// refused at once if it does not fit, and must then be exact.
+	Put(ctx context.Context, key Key, r io.Reader, size int64, lease Lease) (Info, error)
 	// Open opens a stored share for reading.
 	Open(ctx context.Context, key Key) (Share, error)
 	// List returns the shares held of one object, by share number.
@@ -187,12 +189,18 @@ func (s *space) usage() Usage {
 	return Usage{Used: s.used, Capacity: s.capacity, Free: s.freeLocked(), Shares: s.shares}
 }
 
-// receive copies a share from r to w through a checker, reserving space as
-// bytes arrive. It returns the bytes written, all of them reserved, also
-// on error: the caller settles them.
-func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, sp *space) (*sharefile.Checker, int64, error) {
+// receive copies a share from r to w through a checker, reserving space:
+// all of size at once if it is known (>= 0), else as bytes arrive. It
+// returns the bytes reserved, also on error: the caller settles them.
+func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, size int64, sp *space) (*sharefile.Checker, int64, error) {
 	c := sharefile.NewChecker()
-	var n int64
+	var n, reserved int64
+	if size >= 0 {
+		if err := sp.reserve(key, size); err != nil {
+			return nil, 0, err
+		}
+		reserved = size
+	}
 	buf := make([]byte, 256<<10)
 	src := ctxReader{ctx, r}
 	for {
@@ -203,25 +211,33 @@ func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, sp *space) 
 			rerr = io.EOF
 		}
 		if m > 0 {
-			if err := sp.reserve(key, int64(m)); err != nil {
-				return nil, n, err
+			if size < 0 {
+				if err := sp.reserve(key, int64(m)); err != nil {
+					return nil, reserved, err
+				}
+				reserved += int64(m)
+			} else if n+int64(m) > size {
+				return nil, reserved, fmt.Errorf("%w: share %s is longer than the %d bytes announced", ErrCorrupt, key, size)
 			}
 			n += int64(m)
 			if _, err := c.Write(buf[:m]); err != nil {
-				return nil, n, fmt.Errorf("%w: %v", ErrCorrupt, err)
+				return nil, reserved, fmt.Errorf("%w: %v", ErrCorrupt, err)
 			}
 			if h, ok := c.Header(); ok && (h.SI != key.SI || h.Share != key.Share) {
-				return nil, n, fmt.Errorf("%w: share header says %x/%d, uploaded as %s", ErrCorrupt, h.SI[:], h.Share, key)
+				return nil, reserved, fmt.Errorf("%w: share header says %x/%d, uploaded as %s", ErrCorrupt, h.SI[:], h.Share, key)
 			}
 			if _, err := w.Write(buf[:m]); err != nil {
-				return nil, n, err
+				return nil, reserved, err
 			}
 		}
 		if rerr == io.EOF {
+			if size >= 0 && n != size {
+				return nil, reserved, fmt.Errorf("%w: share %s ended after %d of the %d bytes announced", ErrCorrupt, key, n, size)
+			}
 			return c, n, nil
 		}
 		if rerr != nil {
-			return nil, n, fmt.Errorf("sharestore: upload of %s cut off after %d bytes: %w", key, n, rerr)
+			return nil, reserved, fmt.Errorf("sharestore: upload of %s cut off after %d bytes: %w", key, n, rerr)
 		}
 	}
 }

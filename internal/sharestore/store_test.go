@@ -18,9 +18,20 @@ func TestMem(t *testing.T) {
 	})
 }
 
+// The store without fsync keeps every other guarantee.
+func TestDiskNoSync(t *testing.T) {
+	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
+		d, err := sharestore.OpenDisk(t.TempDir(), sharestore.DiskOptions{Capacity: capacity, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	})
+}
+
 func TestDisk(t *testing.T) {
 	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
-		d, err := sharestore.OpenDisk(t.TempDir(), capacity)
+		d, err := sharestore.OpenDisk(t.TempDir(), sharestore.DiskOptions{Capacity: capacity})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +44,7 @@ func TestDisk(t *testing.T) {
 func TestDiskReopen(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := sharestore.OpenDisk(dir, 0)
+	d, err := sharestore.OpenDisk(dir, sharestore.DiskOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +53,7 @@ func TestDiskReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, sh := range shares {
-		if _, err := d.Put(ctx, sharestore.Key{SI: rc.Key.StorageIndex(), Share: i}, bytes.NewReader(sh), sharestore.LeaseFor([]byte("s"))); err != nil {
+		if _, err := d.Put(ctx, sharestore.Key{SI: rc.Key.StorageIndex(), Share: i}, bytes.NewReader(sh), int64(len(sh)), sharestore.LeaseFor([]byte("s"))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,7 +63,7 @@ func TestDiskReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := d.Usage()
-	d2, err := sharestore.OpenDisk(dir, 0)
+	d2, err := sharestore.OpenDisk(dir, sharestore.DiskOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func (g *Grid) start(i int, join bool) {
 		cfg.Capacity = g.opt.Capacity(i)
 	}
 	if g.opt.Wrap != nil {
-		s, err := sharestore.OpenDisk(g.Dirs[i]+"/store", cfg.Capacity)
+		s, err := sharestore.OpenDisk(g.Dirs[i]+"/store", sharestore.DiskOptions{Capacity: cfg.Capacity})
 		if err != nil {
 			g.t.Fatal(err)
 		}

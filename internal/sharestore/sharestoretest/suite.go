@@ -83,7 +83,7 @@ func Run(t *testing.T, newStore Factory) {
 		s := newStore(t, 0)
 		rc, shares := object(t, 20_000)
 		for i, sh := range shares {
-			info, err := s.Put(ctx, key(rc, i), bytes.NewReader(sh), sharestore.LeaseFor(secret))
+			info, err := s.Put(ctx, key(rc, i), bytes.NewReader(sh), int64(len(sh)), sharestore.LeaseFor(secret))
 			if err != nil {
 				t.Fatalf("put share %d: %v", i, err)
 			}
@@ -154,8 +154,9 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("CutOffUploadNeverVisible", func(t *testing.T) {
 		s := newStore(t, 0)
 		rc, shares := object(t, 20_000)
-		for _, cut := range []int{0, 10, 64, 2000, len(shares[0]) - 1} {
-			_, err := s.Put(ctx, key(rc, 0), &failingReader{shares[0], cut}, sharestore.LeaseFor(secret))
+		sizes := []int64{-1, int64(len(shares[0]))} // unknown and announced
+		for _, cut := range []int{0, 10, 64, 2000, len(shares[0]) - 1, 3001} {
+			_, err := s.Put(ctx, key(rc, 0), &failingReader{shares[0], cut}, sizes[cut%2], sharestore.LeaseFor(secret))
 			if err == nil {
 				t.Fatalf("upload cut at %d succeeded", cut)
 			}
@@ -180,9 +181,19 @@ func Run(t *testing.T, newStore Factory) {
 			"other share":   shares[3], // uploaded as share 2
 		}
 		for name, b := range cases {
-			_, err := s.Put(ctx, key(rc, 2), bytes.NewReader(b), sharestore.LeaseFor(secret))
+			for _, size := range []int64{-1, int64(len(b))} {
+				_, err := s.Put(ctx, key(rc, 2), bytes.NewReader(b), size, sharestore.LeaseFor(secret))
+				if !errors.Is(err, sharestore.ErrCorrupt) {
+					t.Errorf("%s (size %d): err %v, want ErrCorrupt", name, size, err)
+				}
+				mustAbsent(t, s, key(rc, 2))
+			}
+		}
+		// A whole, good share that is not the length announced is refused.
+		for _, size := range []int64{int64(len(sh)) - 1, int64(len(sh)) + 1, 0} {
+			_, err := s.Put(ctx, key(rc, 2), bytes.NewReader(sh), size, sharestore.LeaseFor(secret))
 			if !errors.Is(err, sharestore.ErrCorrupt) {
-				t.Errorf("%s: err %v, want ErrCorrupt", name, err)
+				t.Errorf("announced %d of %d bytes: err %v, want ErrCorrupt", size, len(sh), err)
 			}
 			mustAbsent(t, s, key(rc, 2))
 		}
@@ -195,7 +206,7 @@ func Run(t *testing.T, newStore Factory) {
 		pr, pw := io.Pipe()
 		done := make(chan error, 1)
 		go func() {
-			_, err := s.Put(cctx, key(rc, 0), pr, sharestore.LeaseFor(secret))
+			_, err := s.Put(cctx, key(rc, 0), pr, -1, sharestore.LeaseFor(secret))
 			done <- err
 		}()
 		pw.Write(shares[0][:1000])
@@ -213,15 +224,23 @@ func Run(t *testing.T, newStore Factory) {
 		size := int64(len(shares[0]))
 		s := newStore(t, 2*size+size/2) // room for two shares, not three
 		for i := 0; i < 2; i++ {
-			if _, err := s.Put(ctx, key(rc, i), bytes.NewReader(shares[i]), sharestore.LeaseFor(secret)); err != nil {
+			if _, err := s.Put(ctx, key(rc, i), bytes.NewReader(shares[i]), -1, sharestore.LeaseFor(secret)); err != nil {
 				t.Fatalf("share %d: %v", i, err)
 			}
 		}
-		_, err := s.Put(ctx, key(rc, 2), bytes.NewReader(shares[2]), sharestore.LeaseFor(secret))
-		if !errors.Is(err, sharestore.ErrFull) {
-			t.Fatalf("third share: err %v, want ErrFull", err)
+		for _, announced := range []int64{-1, size} {
+			_, err := s.Put(ctx, key(rc, 2), bytes.NewReader(shares[2]), announced, sharestore.LeaseFor(secret))
+			if !errors.Is(err, sharestore.ErrFull) {
+				t.Fatalf("third share (announced %d): err %v, want ErrFull", announced, err)
+			}
+			mustAbsent(t, s, key(rc, 2))
 		}
-		mustAbsent(t, s, key(rc, 2))
+		// A share announced too large to fit is refused before any byte
+		// is read.
+		unread := &failingReader{shares[2], 1 << 30}
+		if _, err := s.Put(ctx, key(rc, 2), unread, 1<<40, sharestore.LeaseFor(secret)); !errors.Is(err, sharestore.ErrFull) || len(unread.b) != len(shares[2]) {
+			t.Fatalf("1 TiB announced: err %v, %d bytes read", err, len(shares[2])-len(unread.b))
+		}
 		if u := s.Usage(); u.Used != 2*size || u.Free != size/2 {
 			t.Fatalf("usage %+v, want used %d free %d", u, 2*size, size/2)
 		}
@@ -232,7 +251,7 @@ func Run(t *testing.T, newStore Factory) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s2.Put(ctx, key(rc, i), bytes.NewReader(shares[i]), sharestore.LeaseFor(secret))
+				s2.Put(ctx, key(rc, i), bytes.NewReader(shares[i]), []int64{-1, size}[i%2], sharestore.LeaseFor(secret))
 			}()
 		}
 		wg.Wait()
@@ -245,7 +264,7 @@ func Run(t *testing.T, newStore Factory) {
 		s := newStore(t, 0)
 		rc, shares := object(t, 5000)
 		k := key(rc, 1)
-		if _, err := s.Put(ctx, k, bytes.NewReader(shares[1]), sharestore.LeaseFor(secret)); err != nil {
+		if _, err := s.Put(ctx, k, bytes.NewReader(shares[1]), -1, sharestore.LeaseFor(secret)); err != nil {
 			t.Fatal(err)
 		}
 		for _, wrong := range [][]byte{nil, []byte("guess"), append(bytes.Clone(secret), 0)} {
@@ -269,7 +288,7 @@ func Run(t *testing.T, newStore Factory) {
 		s := newStore(t, 0)
 		rc, shares := object(t, 5000)
 		for range 2 {
-			if _, err := s.Put(ctx, key(rc, 0), bytes.NewReader(shares[0]), sharestore.LeaseFor(secret)); err != nil {
+			if _, err := s.Put(ctx, key(rc, 0), bytes.NewReader(shares[0]), int64(len(shares[0])), sharestore.LeaseFor(secret)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -282,7 +301,7 @@ func Run(t *testing.T, newStore Factory) {
 		s := newStore(t, 0)
 		rc, shares := object(t, 20_000)
 		for i, sh := range shares {
-			if _, err := s.Put(ctx, key(rc, i), bytes.NewReader(sh), sharestore.LeaseFor(secret)); err != nil {
+			if _, err := s.Put(ctx, key(rc, i), bytes.NewReader(sh), int64(len(sh)), sharestore.LeaseFor(secret)); err != nil {
 				t.Fatal(err)
 			}
 		}
