@@ -197,9 +197,8 @@ func runGet(ctx context.Context, args []string) error {
 		return err
 	}
 	if tmp != nil {
-		if err := tmp.Sync(); err != nil {
-			return err
-		}
+		// Renamed into place only once whole. Not fsynced, as cp does not:
+		// the file is as durable as any other the user writes.
 		if err := tmp.Close(); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 )
@@ -105,28 +106,78 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	}
 	rd := c.startReader(ctx, vc, srcs, from, to)
 	defer rd.close()
-	buf := make([]byte, 0, rc.SegmentSize)
-	for seg := from; seg <= to; seg++ {
-		blocks, err := rd.segment(ctx, seg)
-		rep.Problems = append(rep.Problems, rd.problems...)
-		rd.problems = nil
-		if err != nil {
-			return rep, err
+
+	// Fetch (in order) → decode (in parallel) → write (in order).
+	type djob struct {
+		seg    int64
+		blocks [][]byte
+		plain  []byte
+		err    error
+		done   chan struct{}
+	}
+	bufs := sync.Pool{New: func() any { return make([]byte, 0, rc.SegmentSize) }}
+	ordered := make(chan *djob, c.opt.Workers+2)
+	work := make(chan *djob, c.opt.Workers)
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		defer close(ordered)
+		defer close(work)
+		for seg := from; seg <= to; seg++ {
+			blocks, err := rd.segment(ctx, seg)
+			j := &djob{seg: seg, blocks: blocks, err: err, done: make(chan struct{})}
+			if err != nil {
+				close(j.done)
+			}
+			select {
+			case ordered <- j:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+			j.plain = bufs.Get().([]byte)[:0]
+			work <- j
 		}
-		plain, err := cd.Decode(buf[:0], seg, seg == l.Segments-1, l.SegmentPlainLen(seg), blocks)
-		if err != nil {
-			return rep, err
+	}()
+	var wg sync.WaitGroup
+	for range c.opt.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				j.plain, j.err = cd.Decode(j.plain, j.seg, j.seg == l.Segments-1, l.SegmentPlainLen(j.seg), j.blocks)
+				close(j.done)
+			}
+		}()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	var werr error
+	for j := range ordered {
+		<-j.done
+		if j.err != nil {
+			werr = j.err
+			break
 		}
-		segStart := seg * int64(rc.SegmentSize)
+		segStart := j.seg * int64(rc.SegmentSize)
 		lo := max(off-segStart, 0)
-		hi := min(off+length-segStart, int64(len(plain)))
+		hi := min(off+length-segStart, int64(len(j.plain)))
 		if lo < hi {
-			m, err := w.Write(plain[lo:hi])
+			m, err := w.Write(j.plain[lo:hi])
 			rep.Bytes += int64(m)
 			if err != nil {
-				return rep, fmt.Errorf("object: writing output: %w", err)
+				werr = fmt.Errorf("object: writing output: %w", err)
+				break
 			}
 		}
+		bufs.Put(j.plain[:0])
+	}
+	cancel()
+	<-fetched
+	rep.Problems = append(rep.Problems, rd.problems...)
+	if werr != nil {
+		return rep, werr
 	}
 	for _, bs := range rd.active {
 		rep.Shares = append(rep.Shares, bs.src.share)

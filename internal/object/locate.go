@@ -118,7 +118,16 @@ func (c *Client) sources(ctx context.Context, vc codec.VerifyCap, f *found) ([]*
 		}()
 	}
 	wg.Wait()
-	sort.Slice(out, func(i, j int) bool { return out[i].latency < out[j].latency })
+	// Fastest first, but a data share (number < k) that answered within
+	// twice the time of a parity share goes first: reading the k data
+	// shares needs no Reed–Solomon reconstruction.
+	score := func(s *source) time.Duration {
+		if s.share >= vc.K {
+			return 2 * s.latency
+		}
+		return s.latency
+	}
+	sort.Slice(out, func(i, j int) bool { return score(out[i]) < score(out[j]) })
 	return out, problems
 }
 
