@@ -43,6 +43,9 @@ type Meta struct {
 	Used     int64  `json:"used"` // bytes of shares stored
 	Free     int64  `json:"free"` // bytes that may still be stored
 	Version  string `json:"v,omitempty"`
+	// Leaving is set by a member about to leave politely, so the others
+	// record it as left rather than dead.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Member is a node as this member list knows it.
@@ -62,6 +65,10 @@ type Config struct {
 	Meta      func() Meta
 	WAN       bool // memberlist's WAN profile, for slow links
 	Logger    *slog.Logger
+	// SuspectAfter is how long a live member may leave our probes
+	// unanswered before we show it as suspect; default 3 probe rounds of
+	// the whole grid.
+	SuspectAfter time.Duration
 	// Tune, if set, adjusts the memberlist configuration last (tests
 	// shorten timers; the lab installs an emulated Transport).
 	Tune func(*memberlist.Config)
@@ -69,12 +76,16 @@ type Config struct {
 
 // List is a running member of the grid.
 type List struct {
-	ml   *memberlist.Memberlist
-	meta func() Meta
-	log  *slog.Logger
+	ml      *memberlist.Memberlist
+	meta    func() Meta
+	log     *slog.Logger
+	probe   time.Duration // memberlist's probe interval
+	suspect time.Duration // Config.SuspectAfter, 0: from probe
 
 	mu      sync.Mutex
 	members map[string]*Member
+	acked   map[string]time.Time // last answer to one of our probes
+	leaving bool
 }
 
 // ErrNoPeers means none of the addresses given to Join answered.
@@ -108,12 +119,15 @@ func Start(cfg Config) (*List, error) {
 	mc.SecretKey = cfg.Key
 	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	mc.Logger = log.New(logWriter{cfg.Logger}, "", 0)
-	l := &List{meta: cfg.Meta, log: cfg.Logger, members: map[string]*Member{}}
+	l := &List{meta: cfg.Meta, log: cfg.Logger, members: map[string]*Member{}, acked: map[string]time.Time{},
+		suspect: cfg.SuspectAfter}
 	mc.Delegate = delegate{l}
 	mc.Events = events{l}
+	mc.Ping = pings{l}
 	if cfg.Tune != nil {
 		cfg.Tune(mc)
 	}
+	l.probe = mc.ProbeInterval
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("member: start gossip on %s: %w", cfg.Bind, err)
@@ -162,6 +176,10 @@ func (l *List) Update(timeout time.Duration) error {
 
 // Leave tells the grid this member is leaving, then stops gossiping.
 func (l *List) Leave(timeout time.Duration) error {
+	l.mu.Lock()
+	l.leaving = true
+	l.mu.Unlock()
+	l.ml.UpdateNode(timeout) // others record "left", not "dead"
 	err := l.ml.Leave(timeout)
 	if serr := l.ml.Shutdown(); err == nil {
 		err = serr
@@ -174,18 +192,30 @@ func (l *List) Shutdown() error { return l.ml.Shutdown() }
 
 // Members returns every member this list has heard of, with its state,
 // sorted by zone then ID.
+//
+// memberlist's public API does not expose its own suspicion, so a member
+// it still counts as live shows as suspect here when it has not answered
+// one of our probes for SuspectAfter (each member probes one other per
+// probe interval, so quiet periods of a few rounds are normal).
 func (l *List) Members() []Member {
-	live := map[string]string{}
+	live := map[string]bool{}
 	for _, n := range l.ml.Members() {
-		live[n.Name] = stateName(n.State)
+		live[n.Name] = true
 	}
+	self := l.ml.LocalNode().Name
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	after := l.suspect
+	if after == 0 {
+		after = 3 * time.Duration(max(len(l.members), 1)) * l.probe
+	}
 	out := make([]Member, 0, len(l.members))
 	for name, m := range l.members {
 		c := *m
-		if s, ok := live[name]; ok && s != c.State {
-			c.State = s // suspicion is not an event; read it from memberlist
+		if c.State == Alive && live[name] && name != self {
+			if last, ok := l.acked[name]; ok && time.Since(last) > after {
+				c.State = Suspect
+			}
 		}
 		out = append(out, c)
 	}
@@ -209,20 +239,10 @@ func (l *List) Alive() []Member {
 	return out
 }
 
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return Alive
-	case memberlist.StateSuspect:
-		return Suspect
-	case memberlist.StateLeft:
-		return Left
-	default:
-		return Dead
-	}
-}
-
-func (l *List) record(n *memberlist.Node) {
+// record notes a member's metadata and state. memberlist's Node.State is
+// not kept up to date (its own state lives elsewhere), so the state comes
+// from the event: gone, or there.
+func (l *List) record(n *memberlist.Node, gone bool) {
 	var meta Meta
 	if err := json.Unmarshal(n.Meta, &meta); err != nil || meta.ID == "" {
 		l.log.Warn("member without metadata", "name", n.Name, "err", err)
@@ -230,13 +250,22 @@ func (l *List) record(n *memberlist.Node) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	state := stateName(n.State)
+	state := Alive
+	if gone {
+		state = Dead
+		if meta.Leaving {
+			state = Left
+		}
+	}
 	old, ok := l.members[n.Name]
 	since := time.Now()
 	if ok && old.State == state {
 		since = old.Since
 	}
 	l.members[n.Name] = &Member{Meta: meta, Gossip: n.Address(), State: state, Since: since}
+	if state == Alive && (!ok || old.State != Alive) {
+		l.acked[n.Name] = time.Now() // a fresh start for suspicion
+	}
 	if !ok || old.State != state {
 		l.log.Info("member", "id", meta.ID, "addr", meta.Addr, "zone", meta.Zone, "state", state)
 	}
@@ -244,14 +273,28 @@ func (l *List) record(n *memberlist.Node) {
 
 type events struct{ l *List }
 
-func (e events) NotifyJoin(n *memberlist.Node)   { e.l.record(n) }
-func (e events) NotifyLeave(n *memberlist.Node)  { e.l.record(n) }
-func (e events) NotifyUpdate(n *memberlist.Node) { e.l.record(n) }
+func (e events) NotifyJoin(n *memberlist.Node)   { e.l.record(n, false) }
+func (e events) NotifyLeave(n *memberlist.Node)  { e.l.record(n, true) }
+func (e events) NotifyUpdate(n *memberlist.Node) { e.l.record(n, false) }
+
+// pings records answers to our probes, for suspicion.
+type pings struct{ l *List }
+
+func (p pings) AckPayload() []byte { return nil }
+func (p pings) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
+	p.l.mu.Lock()
+	p.l.acked[other.Name] = time.Now()
+	p.l.mu.Unlock()
+}
 
 type delegate struct{ l *List }
 
 func (d delegate) NodeMeta(limit int) []byte {
-	b, err := json.Marshal(d.l.meta())
+	m := d.l.meta()
+	d.l.mu.Lock()
+	m.Leaving = d.l.leaving
+	d.l.mu.Unlock()
+	b, err := json.Marshal(m)
 	if err != nil || len(b) > limit {
 		d.l.log.Error("node metadata too large", "bytes", len(b), "limit", limit)
 		return nil

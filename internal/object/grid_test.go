@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,20 +147,21 @@ func TestGridLyingNode(t *testing.T) {
 	}
 }
 
-// slowReader hands out its bytes in chunks, pausing on a signal, so a
-// test can act in the middle of an upload.
+// gatedReader hands out its bytes up to gateAt, signals that it got
+// there, and waits for the test to open the gate: a test can act in the
+// middle of an upload.
 type gatedReader struct {
-	r      io.Reader
-	n      int64
-	gateAt int64
-	gate   chan struct{} // closed by the test to let the rest through
-	at     chan struct{} // closed when the reader reaches gateAt
+	r       io.Reader
+	n       int64
+	gateAt  int64
+	gate    chan struct{} // closed by the test to let the rest through
+	at      chan struct{} // closed when the reader reaches gateAt
+	reached sync.Once
 }
 
 func (g *gatedReader) Read(p []byte) (int, error) {
-	if g.n >= g.gateAt && g.at != nil {
-		close(g.at)
-		g.at = nil
+	if g.n >= g.gateAt {
+		g.reached.Do(func() { close(g.at) })
 		<-g.gate
 	}
 	if g.n < g.gateAt {
