@@ -2,28 +2,22 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"time"
 )
 
 func runBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := newFlagSet("bench", "Usage: quilt bench [flags]\n\nPuts and gets objects of random bytes on the grid, one at a time, and\nprints each operation's throughput in MB/s (10^6 bytes per second of\nplaintext) and the median.")
 	var g gridFlags
 	var e encodingFlags
 	g.register(fs)
 	e.register(fs)
 	sizeFlag := fs.String("size", "64MiB", "size of each object")
 	count := fs.Int("count", 3, "objects to put and get")
-	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, "Usage: quilt bench [flags]\n\nPuts and gets objects of random bytes on the grid, one at a time, and\nprints each operation's throughput in MB/s (10^6 bytes per second of\nplaintext) and the median.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	size, err := parseSize(*sizeFlag)

@@ -198,6 +198,30 @@ func leaseKey(dir string) ([]byte, error) {
 	return b, nil
 }
 
+// newFlagSet returns the flag set of a command whose -h prints usage (the
+// synopsis, a blank line, what the command does) and then the flags.
+func newFlagSet(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, usage, "\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseArgs parses args and checks that n arguments remain besides the
+// flags (n < 0: any number), printing the usage if not.
+func parseArgs(fs *flag.FlagSet, args []string, n int) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if n >= 0 && fs.NArg() != n {
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
 // parseFlags parses args, returning errUsage on bad flags (the flag
 // package has printed the problem and the usage).
 func parseFlags(fs *flag.FlagSet, args []string) error {

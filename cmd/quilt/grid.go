@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -20,7 +19,7 @@ import (
 const noSyncHelp = "do not fsync shares: faster, but a power loss may lose shares stored in the last seconds (a crashed process still never leaves a partial share); Tahoe-LAFS storage servers work this way"
 
 func runNode(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs := newFlagSet("node", "Usage: quilt node --data DIR [flags]\n\nRuns a storage node until interrupted. The first node of a grid (no --join)\nwrites an invite to DIR/invite; give it to the next nodes and to clients.")
 	data := fs.String("data", "", "data directory: key, grid secret, shares (required)")
 	listen := fs.String("listen", "127.0.0.1:7700", "HTTPS API address (host:port; port 0 picks one)")
 	gossip := fs.String("gossip", "", "gossip address, UDP and TCP (default: the API host, port+1)")
@@ -31,14 +30,10 @@ func runNode(ctx context.Context, args []string) error {
 	wan := fs.Bool("wan", false, "gossip timings for slow, lossy links")
 	noSync := fs.Bool("no-fsync", false, noSyncHelp)
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
-	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, "Usage: quilt node --data DIR [flags]\n\nRuns a storage node until interrupted. The first node of a grid (no --join)\nwrites an invite to DIR/invite; give it to the next nodes and to clients.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
-	if *data == "" || fs.NArg() != 0 {
+	if *data == "" {
 		fs.Usage()
 		return errUsage
 	}
@@ -91,7 +86,7 @@ func nextPort(hostport string) (string, error) {
 }
 
 func runUp(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs := newFlagSet("up", "Usage: quilt up [flags]\n\nRuns a whole grid on this machine until interrupted, writes its invite to\nDIR/invite and makes it the default grid of the client commands\n($QUILT_HOME/config.json). Started again with the same DIR, it brings the\nsame grid back with its data.")
 	nodes := fs.Int("nodes", 10, "how many storage nodes")
 	dir := fs.String("dir", filepath.Join(home(), "grid"), "data directory of the grid (one folder per node)")
 	host := fs.String("host", "127.0.0.1", "address the nodes listen on")
@@ -100,14 +95,10 @@ func runUp(ctx context.Context, args []string) error {
 	zones := fs.Int("zones", 0, "spread the nodes over this many zones (0: no zones)")
 	noSync := fs.Bool("no-fsync", false, noSyncHelp)
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
-	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, "Usage: quilt up [flags]\n\nRuns a whole grid on this machine until interrupted, writes its invite to\nDIR/invite and makes it the default grid of the client commands\n($QUILT_HOME/config.json). Started again with the same DIR, it brings the\nsame grid back with its data.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
-	if *nodes < 1 || fs.NArg() != 0 {
+	if *nodes < 1 {
 		fs.Usage()
 		return errUsage
 	}
@@ -189,14 +180,10 @@ stop with Ctrl-C
 }
 
 func runNodes(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("nodes", flag.ContinueOnError)
+	fs := newFlagSet("nodes", "Usage: quilt nodes [flags]\n\nLists the grid's members as a node sees them: ID, address, zone, state\n(alive, suspect, dead, left), used and free space.")
 	var g gridFlags
 	g.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, "Usage: quilt nodes [flags]\n\nLists the grid's members as a node sees them: ID, address, zone, state\n(alive, suspect, dead, left), used and free space.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	s, err := g.connect()

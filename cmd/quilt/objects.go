@@ -44,22 +44,14 @@ func (e *encodingFlags) params() (codec.Params, error) {
 }
 
 func runPut(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("put", flag.ContinueOnError)
+	fs := newFlagSet("put", "Usage: quilt put [flags] FILE|-\n\nStores FILE (or standard input) encrypted and erasure-coded on the grid and\nprints its read capability. Keep the capability: it is the only way to read\nthe file back, and anyone who has it can read the file.")
 	var g gridFlags
 	var e encodingFlags
 	g.register(fs)
 	e.register(fs)
 	verbose := fs.Bool("v", false, "say where each share went")
-	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, "Usage: quilt put [flags] FILE|-\n\nStores FILE (or standard input) encrypted and erasure-coded on the grid and\nprints its read capability. Keep the capability: it is the only way to read\nthe file back, and anyone who has it can read the file.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errUsage
 	}
 	p, err := e.params()
 	if err != nil {
@@ -138,22 +130,14 @@ func parseRange(s string, size int64) (off, length int64, err error) {
 }
 
 func runGet(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	fs := newFlagSet("get", "Usage: quilt get [flags] CAP\n\nReads the file whose read capability is CAP. Every block is checked; nodes\nthat are down, slow or lying are worked around.")
 	var g gridFlags
 	g.register(fs)
 	out := fs.String("o", "-", "write to this file (written whole, or not at all) instead of standard output")
 	rng := fs.String("range", "", "read only bytes a-b (inclusive), a- (from a) or -n (the last n)")
 	verbose := fs.Bool("v", false, "say which shares were read and which nodes misbehaved")
-	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, "Usage: quilt get [flags] CAP\n\nReads the file whose read capability is CAP. Every block is checked; nodes\nthat are down, slow or lying are worked around.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errUsage
 	}
 	rc, err := codec.ParseReadCap(fs.Arg(0))
 	if err != nil {
@@ -210,21 +194,13 @@ func runGet(ctx context.Context, args []string) error {
 }
 
 func runCheck(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs := newFlagSet("check", "Usage: quilt check [flags] CAP\n\nReports which shares of the object are where, and whether they are good.\nA verify capability (quilt:v:...) is enough: checking and repairing need\nno key.")
 	var g gridFlags
 	g.register(fs)
 	verify := fs.Bool("verify", false, "read every block of every share and check it (slower)")
 	repair := fs.Bool("repair", false, "rebuild shares that have no good copy from any k good ones")
-	fs.Usage = func() {
-		fmt.Fprint(os.Stderr, "Usage: quilt check [flags] CAP\n\nReports which shares of the object are where, and whether they are good.\nA verify capability (quilt:v:...) is enough: checking and repairing need\nno key.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errUsage
 	}
 	vc, err := codec.ParseVerifyCap(fs.Arg(0))
 	if err != nil {
