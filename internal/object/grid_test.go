@@ -121,7 +121,7 @@ func TestGridLyingNode(t *testing.T) {
 			}
 			// The honest nodes answer a little slower, so the reader
 			// picks the liar among its fastest k and must notice it.
-			return testgrid.Slow(s, 30*time.Millisecond)
+			return testgrid.Slow(s, 150*time.Millisecond)
 		}})
 		c := g.Objects(object.Options{})
 		rc, _ := put(t, c, 2, 5<<20, codec.DefaultParams(), 7)
