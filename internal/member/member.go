@@ -66,8 +66,8 @@ type Config struct {
 	WAN       bool // memberlist's WAN profile, for slow links
 	Logger    *slog.Logger
 	// SuspectAfter is how long a live member may leave our probes
-	// unanswered before we show it as suspect; default 3 probe rounds of
-	// the whole grid.
+	// unanswered before we show it as suspect; default 5 probe rounds of
+	// the whole grid (memberlist probes members in turn, one per interval).
 	SuspectAfter time.Duration
 	// Tune, if set, adjusts the memberlist configuration last (tests
 	// shorten timers; the lab installs an emulated Transport).
@@ -207,7 +207,7 @@ func (l *List) Members() []Member {
 	defer l.mu.Unlock()
 	after := l.suspect
 	if after == 0 {
-		after = 3 * time.Duration(max(len(l.members), 1)) * l.probe
+		after = 5 * time.Duration(max(len(l.members), 1)) * l.probe
 	}
 	out := make([]Member, 0, len(l.members))
 	for name, m := range l.members {

@@ -21,7 +21,9 @@ type NodeGrid struct {
 
 var _ Grid = NodeGrid{}
 
-// Nodes implements Grid: the members a node reports alive.
+// Nodes implements Grid: the members a node reports alive or suspect
+// (memberlist still counts a suspect live, and a slow node is still worth
+// asking; one that fails is worked around).
 func (g NodeGrid) Nodes(ctx context.Context) ([]Node, error) {
 	age := g.MaxAge
 	if age == 0 {
@@ -33,7 +35,7 @@ func (g NodeGrid) Nodes(ctx context.Context) ([]Node, error) {
 	}
 	var out []Node
 	for _, m := range ms {
-		if m.State == member.Alive {
+		if m.State == member.Alive || m.State == member.Suspect {
 			out = append(out, Node{ID: m.ID, Zone: m.Zone, Free: m.Free})
 		}
 	}

@@ -129,7 +129,7 @@ func (g *Grid) liveInvite() identity.Invite {
 	return inv
 }
 
-// WaitAlive waits until every running node sees want members alive.
+// WaitAlive waits until every running node sees want members live.
 func (g *Grid) WaitAlive(want int) {
 	g.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -155,10 +155,11 @@ func (g *Grid) WaitAlive(want int) {
 	}
 }
 
+// alive returns the members memberlist counts live: alive or suspect.
 func alive(ms []member.Member) []member.Member {
 	var out []member.Member
 	for _, m := range ms {
-		if m.State == member.Alive {
+		if m.State == member.Alive || m.State == member.Suspect {
 			out = append(out, m)
 		}
 	}
