@@ -184,14 +184,3 @@ func (c *Client) DeleteShare(ctx context.Context, node string, key sharestore.Ke
 	resp.Body.Close()
 	return nil
 }
-
-// Status returns a node's own metadata.
-func (c *Client) Status(ctx context.Context, node string) (member.Meta, error) {
-	resp, err := c.do(ctx, "GET", node, "/v1/status", nil, nil)
-	if err != nil {
-		return member.Meta{}, err
-	}
-	defer resp.Body.Close()
-	var m member.Meta
-	return m, json.NewDecoder(resp.Body).Decode(&m)
-}

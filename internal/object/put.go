@@ -170,7 +170,8 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		for i, s := range ss {
 			s.send(item{b: seg.Blocks[i], release: release}, c.opt.Stall)
 		}
-		if lost := ss.lost(); happiness(plan, ss) < happy {
+		if happiness(plan, ss) < happy {
+			lost := ss.lost()
 			err := fmt.Errorf("%w: %d shares lost during the upload (%v); the rest cannot reach %d distinct nodes", ErrUnhappy, len(lost), lost, happy)
 			ss.abortAll(err)
 			return codec.ReadCap{}, nil, err

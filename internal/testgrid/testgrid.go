@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -217,16 +216,3 @@ func (g *Grid) Objects(opt object.Options) *object.Client {
 	}
 	return object.New(object.NodeGrid{Client: g.NodeClient(), MaxAge: 100 * time.Millisecond}, opt)
 }
-
-// Index returns the index of the node with this ID, or -1.
-func (g *Grid) Index(id string) int {
-	for i, n := range g.Nodes {
-		if n != nil && string(n.ID()) == id {
-			return i
-		}
-	}
-	return -1
-}
-
-// String describes the grid.
-func (g *Grid) String() string { return fmt.Sprintf("testgrid of %d nodes", len(g.Nodes)) }
