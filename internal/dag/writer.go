@@ -1,0 +1,109 @@
+package dag
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"strings"
+)
+
+// NewNamespace makes a root key; its public half is the namespace's ID.
+func NewNamespace() (NSID, ed25519.PrivateKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	var id NSID
+	copy(id[:], pub)
+	return id, priv, err
+}
+
+// Writer makes signed entries for one key in one namespace. It is safe for
+// concurrent use if Clock is.
+type Writer struct {
+	NS    NSID
+	Key   ed25519.PrivateKey
+	Grant Hash // the grant that admitted Key; zero when Key is the root key
+	Read  ReadKey
+	Clock *Clock // nil: a clock of the writer's own
+}
+
+// CheckName reports whether name is a usable path component.
+func CheckName(name string) error {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return fmt.Errorf("dag: %q is not a file name", name)
+	case len(name) > MaxName:
+		return fmt.Errorf("dag: name longer than %d bytes", MaxName)
+	case strings.ContainsAny(name, "/\x00"):
+		return fmt.Errorf("dag: name %q contains '/' or NUL", name)
+	}
+	return nil
+}
+
+// Sign sets the entry's signer, time (if unset) and signature.
+func (w *Writer) Sign(e *Entry) *Entry {
+	if w.Clock == nil {
+		w.Clock = &Clock{}
+	}
+	if e.Time == 0 {
+		e.Time = w.Clock.Next()
+	}
+	e.Signer = w.Grant
+	copy(e.Sig[:], ed25519.Sign(w.Key, e.signed(w.NS)))
+	return e
+}
+
+// Root makes a root entry: the namespace's top directory. Only the root
+// key's is valid.
+func (w *Writer) Root() *Entry {
+	return w.Sign(&Entry{Action: Mkdir, Sealed: w.Read.Seal("", nil)})
+}
+
+// Entry makes an entry named name in directory anchor that supersedes
+// prev (the path's current entries, as the writer sees them).
+func (w *Writer) Entry(a Action, anchor Hash, prev []Hash, name string, content []byte) *Entry {
+	return w.Sign(&Entry{Action: a, Parents: append([]Hash{anchor}, prev...),
+		Size: uint64(len(content)), Sealed: w.Read.Seal(name, content)})
+}
+
+// File makes a write entry. Content up to InlineMax is sealed inline;
+// more is split into a chain of blocks (returned for storing with the
+// entry).
+func (w *Writer) File(anchor Hash, prev []Hash, name string, content []byte) (*Entry, []*Block) {
+	if len(content) <= InlineMax {
+		return w.Entry(Write, anchor, prev, name, content), nil
+	}
+	chunk := MaxBlock - 29 // what one sealed block holds: nonce, tag, empty name
+	n := (len(content) + chunk - 1) / chunk
+	blocks := make([]*Block, n)
+	var next Hash
+	for i := n - 1; i >= 0; i-- {
+		b := &Block{Next: next, Sealed: w.Read.Seal("", content[i*chunk:min(len(content), (i+1)*chunk)])}
+		blocks[i], next = b, b.Hash()
+	}
+	e := w.Sign(&Entry{Action: Write, Kind: Blocks, Parents: append([]Hash{anchor}, prev...),
+		Size: uint64(len(content)), Ref: next[:], Sealed: w.Read.Seal(name, nil)})
+	return e, blocks
+}
+
+// ObjectFile makes a write entry whose content is a grid object.
+func (w *Writer) ObjectFile(anchor Hash, prev []Hash, name, readCap string, size uint64) *Entry {
+	return w.Sign(&Entry{Action: Write, Kind: Object, Parents: append([]Hash{anchor}, prev...),
+		Size: size, Sealed: w.Read.Seal(name, []byte(readCap))})
+}
+
+// GrantKey makes a grant of pub under directory anchor, labelled name.
+func (w *Writer) GrantKey(anchor Hash, name string, pub ed25519.PublicKey) *Entry {
+	return w.Sign(&Entry{Action: Grant, Parents: []Hash{anchor}, Ref: append([]byte(nil), pub...),
+		Sealed: w.Read.Seal(name, nil)})
+}
+
+// RevokeGrant makes a revoke of grant g, which hangs from anchor; ack
+// lists entries to keep (they are acknowledged by the revoke itself).
+func (w *Writer) RevokeGrant(anchor, g Hash, ack []Hash) *Entry {
+	return w.Sign(&Entry{Action: Revoke, Parents: append([]Hash{anchor}, ack...), Ref: g[:],
+		Sealed: w.Read.Seal("", nil)})
+}
+
+// Ack makes an acknowledgement of entries, hung from anchor.
+func (w *Writer) Ack(anchor Hash, entries []Hash) *Entry {
+	return w.Sign(&Entry{Action: Ack, Parents: append([]Hash{anchor}, entries...), Sealed: w.Read.Seal("", nil)})
+}
