@@ -1,0 +1,18 @@
+// Package linkemu is the link emulation of the lab (layer 6): an in-process
+// network that many memberlist instances and HTTP clients of one process
+// share, with delay, jitter, loss, reordering, bandwidth limits and
+// partitions between any two hosts. The kernel here has no netem, so the
+// emulation lives in the program.
+//
+// A host is named by an "ip:port" string such as "127.77.0.5:7946". A
+// [Network] hands out a memberlist transport per host ([Network.Transport]);
+// nothing is bound on the real network for it. Datagrams go through a
+// scheduler that delivers them, in order of due time, into the destination's
+// packet channel. Streams are pairs of in-memory pipes joined by pumps that
+// hold every chunk back by the link's delay and pace it by its bandwidth.
+// Real TCP listeners (a node's HTTPS server, say) can be attributed to a host
+// with [Network.Register]; connections made by [Network.Dialer] to them go
+// through the same pumps.
+//
+// All methods of Network and Transport are safe for concurrent use.
+package linkemu

@@ -1,0 +1,268 @@
+package linkemu
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+var (
+	// ErrUnreachable is returned when dialling a host that has no transport,
+	// whose transport is shut down, or whose StreamCh is full.
+	ErrUnreachable = errors.New("linkemu: host unreachable")
+	// ErrPartitioned is returned when dialling across a partition, and by
+	// Read and Write on a stream that a partition has cut.
+	ErrPartitioned = errors.New("linkemu: hosts are partitioned")
+	// ErrHostInUse is returned by Network.Transport for a host that already
+	// has a live transport.
+	ErrHostInUse = errors.New("linkemu: host already has a transport")
+)
+
+// Link describes one direction of a link between two hosts. The zero Link is
+// a perfect link.
+type Link struct {
+	// Delay is the one-way latency added to every datagram and to every
+	// chunk written on a stream.
+	Delay time.Duration
+	// Jitter adds a uniform extra delay in [-Jitter, +Jitter] to each
+	// datagram (the total never goes below 0). Streams keep their order
+	// and get no jitter.
+	Jitter time.Duration
+	// Loss is the probability (0..1) that a datagram is dropped. Streams
+	// are never dropped, as with TCP.
+	Loss float64
+	// Reorder is the probability (0..1) that a datagram is held back by an
+	// extra Delay+Jitter, so that it arrives after later ones. With Delay
+	// and Jitter both 0 it has no effect.
+	Reorder float64
+	// Bandwidth paces streams, in bytes per second; 0 is unlimited.
+	// Datagrams are not paced.
+	Bandwidth int64
+}
+
+// Stats counts what a Network has done since New. Once no datagram is in
+// flight, DatagramsSent is the sum of the four Dropped counts and Delivered.
+type Stats struct {
+	DatagramsSent      int64 // datagrams written by transports
+	DroppedLoss        int64 // dropped by Link.Loss
+	DroppedPartition   int64 // dropped because sender and receiver were partitioned
+	DroppedUnreachable int64 // destination unknown or shut down
+	DroppedOverflow    int64 // destination's packet channel full (it reads too slowly)
+	Reordered          int64 // held back by Link.Reorder
+	Delivered          int64 // put in the destination's packet channel
+	StreamsOpened      int64 // streams set up by transports and Dialer
+	StreamsRefused     int64 // dials refused: unknown host or partition
+}
+
+// Network is an emulated network of hosts. Create it with New.
+type Network struct {
+	mu      sync.Mutex
+	rng     *rand.Rand
+	def     Link
+	links   map[[2]string]Link
+	group   map[string]int // nil: no partition
+	hosts   map[string]*Transport
+	owners  map[string]string // real TCP address -> host
+	streams map[*stream]struct{}
+	stats   Stats
+
+	// scheduler of datagram deliveries
+	queue   []delivery // by due time
+	running bool
+	wake    chan struct{}
+}
+
+// New returns an empty network with perfect links. Loss, jitter and
+// reordering draw from a random source seeded with seed, so a run is
+// repeatable as far as goroutine scheduling allows.
+func New(seed int64) *Network {
+	return &Network{
+		rng:     rand.New(rand.NewPCG(uint64(seed), 0)),
+		links:   make(map[[2]string]Link),
+		hosts:   make(map[string]*Transport),
+		owners:  make(map[string]string),
+		streams: make(map[*stream]struct{}),
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+// SetDefault sets the link used between two hosts that have no link of
+// their own (see SetLink). It applies to datagrams sent and stream chunks
+// written from now on.
+func (n *Network) SetDefault(l Link) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.def = l
+}
+
+// SetLink sets the link from one host to another, in that direction only.
+func (n *Network) SetLink(from, to string, l Link) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.links[[2]string{from, to}] = l
+}
+
+func (n *Network) linkLocked(from, to string) Link {
+	if l, ok := n.links[[2]string{from, to}]; ok {
+		return l
+	}
+	return n.def
+}
+
+func (n *Network) link(from, to string) Link {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.linkLocked(from, to)
+}
+
+// Partition splits the network: hosts in different groups cannot reach each
+// other. Hosts named in no group together form one more group. Datagrams
+// sent across the partition are dropped (those already in flight still
+// arrive), dials are refused with ErrPartitioned, and established streams
+// across it are cut: Read and Write on them return ErrPartitioned. A new
+// Partition replaces the previous one.
+func (n *Network) Partition(groups ...[]string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.group = make(map[string]int)
+	for i, g := range groups {
+		for _, h := range g {
+			n.group[h] = i + 1
+		}
+	}
+	for s := range n.streams {
+		if n.partitionedLocked(s.from, s.to) {
+			s.cut()
+		}
+	}
+}
+
+// Heal removes the partition. Streams cut by it stay cut.
+func (n *Network) Heal() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.group = nil
+}
+
+func (n *Network) partitionedLocked(a, b string) bool {
+	return n.group != nil && n.group[a] != n.group[b]
+}
+
+// Stats returns the counters so far.
+func (n *Network) Stats() Stats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stats
+}
+
+// send emulates one datagram from host from to host to. It keeps a copy of b.
+func (n *Network) send(from, to string, b []byte) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stats.DatagramsSent++
+	if n.partitionedLocked(from, to) {
+		n.stats.DroppedPartition++
+		return
+	}
+	l := n.linkLocked(from, to)
+	if l.Loss > 0 && n.rng.Float64() < l.Loss {
+		n.stats.DroppedLoss++
+		return
+	}
+	d := l.Delay
+	if l.Jitter > 0 {
+		d += time.Duration(n.rng.Int64N(2*int64(l.Jitter)+1)) - l.Jitter
+		d = max(d, 0)
+	}
+	if l.Reorder > 0 && n.rng.Float64() < l.Reorder {
+		d += l.Delay + l.Jitter
+		n.stats.Reordered++
+	}
+	p := &memberlist.Packet{Buf: append([]byte(nil), b...), From: hostAddr(from)}
+	n.scheduleLocked(time.Now().Add(d), func() { n.deliver(to, p) })
+}
+
+func (n *Network) deliver(to string, p *memberlist.Packet) {
+	n.mu.Lock()
+	t := n.hosts[to]
+	n.mu.Unlock()
+	ok, closed := false, true
+	if t != nil {
+		ok, closed = t.deliver(p)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case ok:
+		n.stats.Delivered++
+	case closed:
+		n.stats.DroppedUnreachable++
+	default:
+		n.stats.DroppedOverflow++
+	}
+}
+
+// hostAddr is the net.Addr of a host: its "ip:port" string.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "linkemu" }
+func (a hostAddr) String() string  { return string(a) }
+
+var _ net.Addr = hostAddr("")
+
+// The scheduler: one goroutine per network, running only while deliveries
+// are pending, calls each function at its due time, in order of due time and
+// then of scheduling.
+
+type delivery struct {
+	due time.Time
+	fn  func()
+}
+
+func (n *Network) scheduleLocked(due time.Time, fn func()) {
+	i := sort.Search(len(n.queue), func(i int) bool { return n.queue[i].due.After(due) })
+	n.queue = slices.Insert(n.queue, i, delivery{due, fn})
+	if !n.running {
+		n.running = true
+		go n.run()
+		return
+	}
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Network) run() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		n.mu.Lock()
+		if len(n.queue) == 0 {
+			n.running = false
+			n.mu.Unlock()
+			return
+		}
+		wait := time.Until(n.queue[0].due)
+		if wait <= 0 {
+			d := n.queue[0]
+			n.queue[0] = delivery{}
+			n.queue = n.queue[1:]
+			n.mu.Unlock()
+			d.fn()
+			continue
+		}
+		n.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-n.wake:
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package linkemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A stream is one emulated connection between two hosts. Its users hold
+// the outer ends of two in-memory pipes; two pumps carry bytes between the
+// inner ends, one per direction, each holding chunks back by its link's
+// delay and pacing them by its bandwidth. For Dialer the accepting side's
+// inner end is the real TCP connection to the registered listener.
+type stream struct {
+	from, to string      // dialling host, accepting host
+	inner    [2]net.Conn // the from side's inner end, the to side's
+	broken   atomic.Bool
+}
+
+// cut breaks the stream for a partition.
+func (s *stream) cut() {
+	s.broken.Store(true)
+	s.inner[0].Close()
+	s.inner[1].Close()
+}
+
+// streamConn is a user's end of a stream.
+type streamConn struct {
+	net.Conn
+	local, remote net.Addr
+	s             *stream
+}
+
+func (c *streamConn) LocalAddr() net.Addr  { return c.local }
+func (c *streamConn) RemoteAddr() net.Addr { return c.remote }
+
+func (c *streamConn) Read(b []byte) (int, error) {
+	k, err := c.Conn.Read(b)
+	return k, c.err(err)
+}
+
+func (c *streamConn) Write(b []byte) (int, error) {
+	k, err := c.Conn.Write(b)
+	return k, c.err(err)
+}
+
+func (c *streamConn) err(err error) error {
+	if c.s.broken.Load() && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe)) {
+		return fmt.Errorf("linkemu: stream %s -> %s: %w", c.s.from, c.s.to, ErrPartitioned)
+	}
+	return err
+}
+
+// open registers s unless its hosts are partitioned.
+func (n *Network) open(s *stream) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.partitionedLocked(s.from, s.to) {
+		n.stats.StreamsRefused++
+		return fmt.Errorf("linkemu: dial %s from %s: %w", s.to, s.from, ErrPartitioned)
+	}
+	n.streams[s] = struct{}{}
+	n.stats.StreamsOpened++
+	return nil
+}
+
+// dialHost opens a stream from host from to the transport of host to.
+func (n *Network) dialHost(from, to string) (net.Conn, error) {
+	n.mu.Lock()
+	dst := n.hosts[to]
+	if dst == nil {
+		n.stats.StreamsRefused++
+	}
+	n.mu.Unlock()
+	if dst == nil {
+		return nil, fmt.Errorf("linkemu: dial %s from %s: %w", to, from, ErrUnreachable)
+	}
+	a, b := net.Pipe()
+	c, d := net.Pipe()
+	s := &stream{from: from, to: to, inner: [2]net.Conn{b, c}}
+	if err := n.open(s); err != nil {
+		return nil, err
+	}
+	n.start(s)
+	if !dst.accept(&streamConn{d, hostAddr(to), hostAddr(from), s}) {
+		a.Close()
+		d.Close()
+		return nil, fmt.Errorf("linkemu: dial %s from %s: %w", to, from, ErrUnreachable)
+	}
+	return &streamConn{a, hostAddr(from), hostAddr(to), s}, nil
+}
+
+// Register says that the real TCP listener at tcpAddr (such as a node's
+// loopback HTTPS server) belongs to host, so that connections made to it by
+// Dialer go through the links from and to host. tcpAddr must be spelled as
+// dialers will spell it, e.g. "127.0.0.1:43121".
+func (n *Network) Register(host, tcpAddr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.owners[tcpAddr] = host
+}
+
+// Dialer returns a dial function for host from, for http.Transport's
+// DialContext and the like. A connection to an address given to Register is
+// refused with ErrPartitioned when from is partitioned from its owner;
+// otherwise the bytes pass through the links between from and the owner,
+// both ways, and the connection is cut by a later partition (see
+// Partition). Other addresses are dialled directly, without emulation.
+func (n *Network) Dialer(from string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		n.mu.Lock()
+		owner, ok := n.owners[addr]
+		refuse := ok && n.partitionedLocked(from, owner)
+		if refuse {
+			n.stats.StreamsRefused++
+		}
+		n.mu.Unlock()
+		var d net.Dialer
+		if !ok {
+			return d.DialContext(ctx, network, addr)
+		}
+		if refuse {
+			return nil, fmt.Errorf("linkemu: dial %s (%s) from %s: %w", addr, owner, from, ErrPartitioned)
+		}
+		r, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		a, b := net.Pipe()
+		s := &stream{from: from, to: owner, inner: [2]net.Conn{b, r}}
+		if err := n.open(s); err != nil {
+			r.Close()
+			return nil, err
+		}
+		n.start(s)
+		return &streamConn{a, r.LocalAddr(), r.RemoteAddr(), s}, nil
+	}
+}
+
+// start runs the two pumps of s and, when both are done, forgets s.
+func (n *Network) start(s *stream) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		n.pump(s.inner[1], s.inner[0], s.from, s.to)
+	}()
+	go func() {
+		defer wg.Done()
+		n.pump(s.inner[0], s.inner[1], s.to, s.from)
+	}()
+	go func() {
+		wg.Wait()
+		s.inner[0].Close()
+		s.inner[1].Close()
+		n.mu.Lock()
+		delete(n.streams, s)
+		n.mu.Unlock()
+	}()
+}
+
+type chunk struct {
+	b   []byte
+	due time.Time
+}
+
+// pumpDepth is how many chunks a pump holds in flight (the emulated window).
+const pumpDepth = 64
+
+// pump copies src to dst, holding each chunk back by the delay of the link
+// from host from to host to, and pacing it by the link's bandwidth. When src
+// ends it passes the end on to dst (closing it, or only its write side for
+// TCP); when dst fails it closes both.
+func (n *Network) pump(dst, src net.Conn, from, to string) {
+	ch := make(chan chunk, pumpDepth)
+	go func() {
+		defer close(ch)
+		buf := make([]byte, 32<<10)
+		var sent time.Time // when the previous chunk finished transmission
+		for {
+			k, err := src.Read(buf)
+			if k > 0 {
+				l := n.link(from, to)
+				sent = later(time.Now(), sent)
+				if l.Bandwidth > 0 {
+					sent = sent.Add(time.Duration(float64(k) / float64(l.Bandwidth) * float64(time.Second)))
+				}
+				ch <- chunk{append([]byte(nil), buf[:k]...), sent.Add(l.Delay)}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range ch {
+		time.Sleep(time.Until(c.due))
+		if _, err := dst.Write(c.b); err != nil {
+			src.Close()
+			dst.Close()
+			for range ch {
+			}
+			return
+		}
+	}
+	if tc, ok := dst.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	} else {
+		dst.Close()
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
