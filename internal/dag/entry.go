@@ -19,6 +19,9 @@ func (h Hash) String() string { return hex.EncodeToString(h[:]) }
 // Short is the first 12 hex digits, enough to name an entry to a person.
 func (h Hash) Short() string { return h.String()[:12] }
 
+// Bytes is the hash as a slice (a copy).
+func (h Hash) Bytes() []byte { return append([]byte(nil), h[:]...) }
+
 // IsZero reports whether h is the zero hash.
 func (h Hash) IsZero() bool { return h == Hash{} }
 

@@ -1,0 +1,257 @@
+package namespace
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	mrand "math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/quilt-grid/quilt/internal/dag"
+)
+
+// scenario writes a random namespace: directories, files inline and in
+// blocks, deletes, modes, reverts, a second writer and a revocation.
+type scenario struct {
+	ns   dag.NSID
+	key  dag.ReadKey
+	recs [][]byte
+}
+
+func newScenario(t testing.TB, seed uint64, ops int) *scenario {
+	rng := mrand.New(mrand.NewPCG(seed, 7))
+	ns, priv, err := dag.NewNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := dag.NewReadKey()
+	s := &scenario{ns: ns, key: key}
+	ref, pool := dag.NewLog(), &dag.Pool{NS: ns}
+	root := &dag.Writer{NS: ns, Key: priv, Read: key}
+	emit := func(e *dag.Entry, blocks []*dag.Block) dag.Hash {
+		for _, raw := range append([][]byte{e.Encode()}, encodeBlocks(blocks)...) {
+			s.recs = append(s.recs, raw)
+			r, _ := dag.Decode(raw)
+			pool.Ingest(ref, r)
+		}
+		return e.Hash()
+	}
+	rootH := emit(root.Root(), nil)
+	dirs := map[string]dag.Hash{"/": rootH}
+	dirNames := []string{"/"}
+	pub, apriv, _ := ed25519.GenerateKey(rand.Reader)
+	etc := emit(root.Entry(dag.Mkdir, rootH, nil, "etc", nil), nil)
+	dirs["/etc"] = etc
+	dirNames = append(dirNames, "/etc")
+	g := emit(root.GrantKey(etc, "alice", pub), nil)
+	alice := &dag.Writer{NS: ns, Key: apriv, Grant: g, Read: key}
+	versions := map[string][]dag.Hash{}
+	for i := 0; i < ops; i++ {
+		w := root
+		dir := dirNames[rng.IntN(len(dirNames))]
+		if strings.HasPrefix(dir, "/etc") && rng.IntN(2) == 0 {
+			w = alice
+		}
+		name := fmt.Sprint("f", rng.IntN(6))
+		p := strings.TrimSuffix(dir, "/") + "/" + name
+		prev := versions[p]
+		if rng.IntN(4) == 0 && len(prev) > 0 {
+			prev = prev[:1] // a stale view: a conflict
+		}
+		var e *dag.Entry
+		var blocks []*dag.Block
+		switch k := rng.IntN(12); {
+		case k == 0 && len(dirNames) < 8 && versions[p] == nil:
+			e = w.Entry(dag.Mkdir, dirs[dir], nil, name, nil)
+			dirs[p] = e.Hash()
+			dirNames = append(dirNames, p)
+		case k == 1:
+			e = w.Entry(dag.Delete, dirs[dir], prev, name, nil)
+		case k == 2:
+			e = w.Entry(dag.Mode, dirs[dir], prev, name, []byte{1})
+		case k == 3 && len(versions[p]) > 0:
+			t := versions[p][0]
+			e = w.Entry(dag.Revert, dirs[dir], prev, name, t[:])
+		case k < 6:
+			e, blocks = w.File(dirs[dir], prev, name, bytes.Repeat([]byte{byte(i)}, 600+rng.IntN(3000)))
+		case k == 11 && i > ops/2 && w == alice:
+			emit(root.RevokeGrant(etc, g, ref.SignedBy(g)[:1]), nil)
+			continue
+		default:
+			e = w.Entry(dag.Write, dirs[dir], prev, name, []byte(fmt.Sprint("v", i)))
+		}
+		versions[p] = append([]dag.Hash{emit(e, blocks)}, versions[p]...)
+	}
+	return s
+}
+
+func encodeBlocks(bs []*dag.Block) [][]byte {
+	var out [][]byte
+	for _, b := range bs {
+		out = append(out, b.Encode())
+	}
+	return out
+}
+
+// reference builds the expected tree with package dag's in-memory log.
+func (s *scenario) reference(t testing.TB, rules dag.Rules) (*dag.Tree, *dag.Log) {
+	l, pool := dag.NewLog(), &dag.Pool{NS: s.ns}
+	byHash := map[dag.Hash][]byte{}
+	var missing []dag.Hash
+	ingest := func(raw []byte) {
+		r, _ := dag.Decode(raw)
+		byHash[r.Hash] = raw
+		out, err := pool.Ingest(l, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing = append(missing, out.Missing...)
+	}
+	for _, raw := range s.recs {
+		ingest(raw)
+	}
+	for round := 0; len(missing) > 0 && round < 50; round++ {
+		ask := missing
+		missing = nil
+		for _, h := range ask {
+			if raw, ok := byHash[h]; ok {
+				ingest(raw)
+			}
+		}
+	}
+	return dag.BuildTree(l, s.ns, s.key, rules), l
+}
+
+// walk lists every path the DB's view shows, with its state.
+func walk(t testing.TB, d *DB, ns dag.NSID) map[string]string {
+	out := map[string]string{}
+	var rec func(dir string)
+	rec = func(dir string) {
+		items, err := d.List(ns, dir, "", 0)
+		if err != nil {
+			t.Fatalf("ls %s: %v", dir, err)
+		}
+		for _, it := range items {
+			out[it.Path] = fmt.Sprintf("%s:%s:%s:%v:%d", it.Type, it.Current.Short(), it.Data.Short(), it.Exec, it.Size)
+			if it.Type == dag.Dir {
+				rec(it.Path)
+			}
+		}
+	}
+	rec("/")
+	return out
+}
+
+func treeSummary(tr *dag.Tree) map[string]string {
+	out := map[string]string{}
+	for p, st := range tr.Paths {
+		if p == "/" {
+			continue
+		}
+		var data dag.Hash
+		if st.Data != nil {
+			data = st.Data.Hash
+		}
+		out[p] = fmt.Sprintf("%s:%s:%s:%v:%d", st.Type, st.Current.Short(), data.Short(), st.Exec, st.Size)
+	}
+	return out
+}
+
+func openDB(t testing.TB, dir string) *DB {
+	d, err := OpenDB(filepath.Join(dir, "ns.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestMaterialisedView: the view kept incrementally in bbolt, fed records
+// in random batches and orders, equals the view built from scratch; it
+// survives a restart without replaying the log; a replica without the
+// read key holds the same log.
+func TestMaterialisedView(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s := newScenario(t, seed, 150)
+			want, ref := s.reference(t, dag.ConfigRules)
+			dir := t.TempDir()
+			d := openDB(t, dir)
+			if err := d.Open(s.ns, &s.key, dag.ConfigRules); err != nil {
+				t.Fatal(err)
+			}
+			blind := openDB(t, t.TempDir()) // no read key
+			defer blind.Close()
+			rng := mrand.New(mrand.NewPCG(seed, 1))
+			order := slices.Clone(s.recs)
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			for len(order) > 0 {
+				n := min(len(order), 1+rng.IntN(20))
+				for _, db := range []*DB{d, blind} {
+					res, err := db.Ingest(s.ns, order[:n])
+					if err != nil {
+						t.Fatal(err)
+					}
+					// Answer missing references as a peer would.
+					for round := 0; len(res.Missing) > 0 && round < 20; round++ {
+						if res, err = db.Ingest(s.ns, getAll(ref, res.Missing)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				order = order[n:]
+			}
+			if got, exp := d.Count(s.ns), uint64(ref.Len()); got != exp {
+				t.Fatalf("DB holds %d records, reference %d", got, exp)
+			}
+			if d.Root(s.ns) != blind.Root(s.ns) {
+				t.Fatal("replica without the read key holds a different log")
+			}
+			check := func(d *DB) {
+				got, exp := walk(t, d, s.ns), treeSummary(want)
+				if fmt.Sprint(got) != fmt.Sprint(exp) {
+					t.Fatalf("view differs:\n got %v\nwant %v", got, exp)
+				}
+			}
+			check(d)
+			d.Close()
+			d = openDB(t, dir) // restart: the view is on disk
+			defer d.Close()
+			check(d)
+			// A key given late builds the view from the log.
+			if err := blind.Open(s.ns, &s.key, dag.ConfigRules); err != nil {
+				t.Fatal(err)
+			}
+			check(blind)
+			for p, st := range want.Paths {
+				if st.Type != dag.File {
+					continue
+				}
+				info, err := d.Stat(s.ns, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				content, _, err := d.Content(s.ns, info.Data)
+				if err != nil || uint64(len(content)) != st.Size {
+					t.Fatalf("%s: %d bytes (%v), want %d", p, len(content), err, st.Size)
+				}
+			}
+		})
+	}
+}
+
+// getAll is what a peer holding ref answers for hashes.
+func getAll(ref *dag.Log, hs []dag.Hash) [][]byte {
+	var out [][]byte
+	for _, h := range hs {
+		if e, ok := ref.Entry(h); ok {
+			out = append(out, e.Encode())
+		} else if b, ok := ref.Block(h); ok {
+			out = append(out, b.Encode())
+		}
+	}
+	return out
+}
