@@ -69,9 +69,24 @@ type Config struct {
 	// unanswered before we show it as suspect; default 5 probe rounds of
 	// the whole grid (memberlist probes members in turn, one per interval).
 	SuspectAfter time.Duration
+	// Messages, if set, receives the gossip layer's user messages and
+	// supplies the broadcasts to piggyback on gossip (a higher layer's:
+	// new namespace entries).
+	Messages Messages
 	// Tune, if set, adjusts the memberlist configuration last (tests
 	// shorten timers; the lab installs an emulated Transport).
 	Tune func(*memberlist.Config)
+}
+
+// Messages is a higher layer that broadcasts over the gossip layer. Both
+// methods are called from memberlist's goroutines and must not block.
+type Messages interface {
+	// NotifyMsg receives a message another member broadcast. The buffer
+	// is the caller's: copy what is kept.
+	NotifyMsg(msg []byte)
+	// GetBroadcasts returns messages to send, at most limit bytes in all,
+	// each costing overhead bytes more.
+	GetBroadcasts(overhead, limit int) [][]byte
 }
 
 // List is a running member of the grid.
@@ -86,6 +101,7 @@ type List struct {
 	members map[string]*Member
 	acked   map[string]time.Time // last answer to one of our probes
 	leaving bool
+	msgs    Messages
 }
 
 // ErrNoPeers means none of the addresses given to Join answered.
@@ -120,7 +136,7 @@ func Start(cfg Config) (*List, error) {
 	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	mc.Logger = log.New(logWriter{cfg.Logger}, "", 0)
 	l := &List{meta: cfg.Meta, log: cfg.Logger, members: map[string]*Member{}, acked: map[string]time.Time{},
-		suspect: cfg.SuspectAfter}
+		suspect: cfg.SuspectAfter, msgs: cfg.Messages}
 	mc.Delegate = delegate{l}
 	mc.Events = events{l}
 	mc.Ping = pings{l}
@@ -301,7 +317,18 @@ func (d delegate) NodeMeta(limit int) []byte {
 	}
 	return b
 }
-func (d delegate) NotifyMsg([]byte)                           {}
-func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d delegate) LocalState(join bool) []byte                { return nil }
-func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
+func (d delegate) NotifyMsg(b []byte) {
+	if d.l.msgs != nil {
+		d.l.msgs.NotifyMsg(b)
+	}
+}
+
+func (d delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	if d.l.msgs == nil {
+		return nil
+	}
+	return d.l.msgs.GetBroadcasts(overhead, limit)
+}
+
+func (d delegate) LocalState(join bool) []byte            { return nil }
+func (d delegate) MergeRemoteState(buf []byte, join bool) {}

@@ -10,6 +10,7 @@
 package namespace
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -294,15 +295,18 @@ func (d *DB) Hashes(ns dag.NSID, prefixes [][2]byte) []dag.Hash {
 
 // Wait blocks until namespace ns changes after root or the timeout ends,
 // and returns its root digest.
-func (d *DB) Wait(ns dag.NSID, root Digest, timeout time.Duration) Digest {
+func (d *DB) Wait(ctx context.Context, ns dag.NSID, root Digest, timeout time.Duration) Digest {
 	ch := d.notes.wait(ns)
 	defer d.notes.cancel(ns, ch)
 	if r := d.Root(ns); r != root {
 		return r
 	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case <-ch:
-	case <-time.After(timeout):
+	case <-t.C:
+	case <-ctx.Done():
 	}
 	return d.Root(ns)
 }

@@ -58,6 +58,19 @@ type Config struct {
 	// Listener, if set, is used instead of listening on Listen (the lab
 	// wraps it with link emulation).
 	Listener net.Listener
+	// Dial, if set, makes the node's connections to other nodes (the lab
+	// emulates links there).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Messages, if set, broadcasts over gossip for a higher layer.
+	Messages member.Messages
+	// Reconnect is how often the node tries to reach members it saw
+	// die, so the two sides of a healed partition find each other again
+	// (as Serf's reconnect); default 30 s.
+	Reconnect time.Duration
+	// Mount, if set, is called once the node is up; the handler it
+	// returns serves the API paths the node does not (a higher layer's,
+	// such as /v1/ns/).
+	Mount func(n *Node) http.Handler
 }
 
 // Node is a running storage node.
@@ -72,6 +85,7 @@ type Node struct {
 	addr    string
 	log     *slog.Logger
 	client  *Client
+	peers   *http.Client
 
 	lonely []string // old peers to keep trying, while none has answered
 
@@ -131,14 +145,19 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.members, err = member.Start(member.Config{
 		Name: string(id.ID), Bind: gossip, Key: secret.Derive("quilt gossip v1"),
-		Meta: n.meta, WAN: cfg.WAN, Logger: n.log, Tune: cfg.TuneGossip,
+		Meta: n.meta, WAN: cfg.WAN, Logger: n.log, Tune: cfg.TuneGossip, Messages: cfg.Messages,
 	})
 	if err != nil {
 		n.ln.Close()
 		return nil, err
 	}
+	n.peers = &http.Client{Transport: id.NewTransport(n.resolve, cfg.Dial)}
+	handler := n.handler(nil)
+	if cfg.Mount != nil {
+		handler = n.handler(cfg.Mount(n))
+	}
 	n.srv = &http.Server{
-		Handler:           n.handler(),
+		Handler:           handler,
 		TLSConfig:         id.ServerTLS(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -266,10 +285,28 @@ func (n *Node) background() {
 	defer n.wg.Done()
 	peers := time.NewTicker(30 * time.Second)
 	defer peers.Stop()
+	every := n.cfg.Reconnect
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	reconnect := time.NewTicker(every)
+	defer reconnect.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
+		case <-reconnect.C:
+			var dead []string
+			for _, m := range n.members.Members() {
+				if m.State == member.Dead && m.Gossip != "" {
+					dead = append(dead, m.Gossip)
+				}
+			}
+			if len(dead) > 0 {
+				if k, err := n.members.Join(dead); err == nil {
+					n.log.Info("reached members that had died", "count", k)
+				}
+			}
 		case <-n.dirty:
 			if err := n.members.Update(5 * time.Second); err != nil {
 				n.log.Debug("metadata update", "err", err)
@@ -332,6 +369,21 @@ func writeFileAtomic(path string, b []byte) error {
 
 // ID returns the node's ID.
 func (n *Node) ID() identity.NodeID { return n.id.ID }
+
+// resolve finds a member's API address by its ID.
+func (n *Node) resolve(id identity.NodeID) (string, bool) {
+	for _, m := range n.members.Members() {
+		if m.ID == string(id) && m.Addr != "" {
+			return m.Addr, true
+		}
+	}
+	return "", false
+}
+
+// PeerClient is an HTTP client for the other nodes' APIs, addressed as
+// https://<node-id>/..., with mutual TLS pinned to that ID (through the
+// Dial of Config, if set).
+func (n *Node) PeerClient() *http.Client { return n.peers }
 
 // Addr returns the HTTPS address of the node's API.
 func (n *Node) Addr() string { return n.addr }

@@ -15,8 +15,11 @@ import (
 
 // handler returns the node's HTTP API. Every request has already passed
 // the grid's mutual TLS.
-func (n *Node) handler() http.Handler {
+func (n *Node) handler(extra http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if extra != nil {
+		mux.Handle("/v1/", extra)
+	}
 	mux.HandleFunc("GET /v1/status", n.getStatus)
 	mux.HandleFunc("GET /v1/members", n.getMembers)
 	mux.HandleFunc("GET /v1/shares/{si}", n.listShares)

@@ -1,0 +1,303 @@
+package namespace
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/quilt-grid/quilt/internal/dag"
+	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/node"
+)
+
+// gossipTag starts a namespace record on the gossip layer.
+const gossipTag = 'N'
+
+// maxGossip is the largest record broadcast on gossip; bigger ones travel
+// by anti-entropy only (memberlist's messages are UDP datagrams).
+const maxGossip = 1100
+
+// ReplicaConfig configures a Replica. Zero values are the defaults.
+type ReplicaConfig struct {
+	DB *DB
+	// SyncInterval is how often anti-entropy runs with one random peer;
+	// default 5 s (it runs sooner when gossip brings an entry whose
+	// references are missing).
+	SyncInterval time.Duration
+	// RetransmitMult scales how many times each broadcast is sent
+	// (memberlist's: mult × log(nodes+1)); default 4.
+	RetransmitMult int
+	Logger         *slog.Logger
+}
+
+// Stats counts a replica's traffic.
+type Stats struct {
+	Received  int64 // records received by gossip
+	Admitted  int64 // records admitted (any source)
+	Rejected  int64 // records refused: bad hash, signature, grant, revoked
+	Dropped   int64 // gossip messages dropped (queue full, malformed)
+	Syncs     int64 // anti-entropy exchanges completed
+	SyncFails int64
+	Pulled    int64 // records admitted by anti-entropy
+	Pushed    int64 // records peers admitted from our pushes
+}
+
+// Replica replicates a DB's namespaces with the other nodes of a grid:
+// it broadcasts newly admitted entries on gossip (member.Messages) and
+// runs anti-entropy with random peers. Install it in a node with
+// node.Config{Messages: r, Mount: r.Mount}.
+type Replica struct {
+	cfg   ReplicaConfig
+	db    *DB
+	log   *slog.Logger
+	queue *memberlist.TransmitLimitedQueue
+	in    chan []byte
+	kick  chan struct{}
+	nodes atomic.Int64
+
+	mu    sync.Mutex
+	peers func() []Peer
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
+
+	received, admitted, rejected, dropped, syncs, syncFails, pulled, pushed atomic.Int64
+}
+
+var _ member.Messages = (*Replica)(nil)
+
+// NewReplica makes a replica of cfg.DB; it starts work when mounted.
+func NewReplica(cfg ReplicaConfig) *Replica {
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = 5 * time.Second
+	}
+	if cfg.RetransmitMult <= 0 {
+		cfg.RetransmitMult = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	r := &Replica{cfg: cfg, db: cfg.DB, log: cfg.Logger, in: make(chan []byte, 8192),
+		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	r.nodes.Store(1)
+	r.queue = &memberlist.TransmitLimitedQueue{NumNodes: func() int { return int(r.nodes.Load()) }, RetransmitMult: cfg.RetransmitMult}
+	return r
+}
+
+// DB is the replica's store.
+func (r *Replica) DB() *DB { return r.db }
+
+// Mount starts replication among node n's peers and returns the API
+// handler (see API) for the node to serve.
+func (r *Replica) Mount(n *node.Node) http.Handler {
+	self := string(n.ID())
+	r.Start(func() []Peer {
+		var out []Peer
+		ms := n.Members()
+		live := 0
+		for _, m := range ms {
+			if m.State == member.Alive || m.State == member.Suspect {
+				live++
+				if m.ID != self {
+					out = append(out, HTTPPeer{Client: n.PeerClient(), Base: "https://" + m.ID})
+				}
+			}
+		}
+		r.nodes.Store(int64(max(live, 1)))
+		return out
+	})
+	return r.Handler()
+}
+
+// Handler is the replica's HTTP API.
+func (r *Replica) Handler() http.Handler { return API(r.db, r.Append) }
+
+// Start starts the gossip receiver and anti-entropy with the peers that
+// peers lists (called each round).
+func (r *Replica) Start(peers func() []Peer) {
+	r.mu.Lock()
+	r.peers = peers
+	r.mu.Unlock()
+	r.wg.Add(2)
+	go r.receive()
+	go r.antiEntropy()
+}
+
+// Close stops replication (it does not close the DB).
+func (r *Replica) Close() {
+	r.once.Do(func() { close(r.stop) })
+	r.wg.Wait()
+}
+
+// Stats returns the counters.
+func (r *Replica) Stats() Stats {
+	return Stats{Received: r.received.Load(), Admitted: r.admitted.Load(), Rejected: r.rejected.Load(),
+		Dropped: r.dropped.Load(), Syncs: r.syncs.Load(), SyncFails: r.syncFails.Load(),
+		Pulled: r.pulled.Load(), Pushed: r.pushed.Load()}
+}
+
+// Append admits records written here (or sent by a client) and, unless
+// they came from another replica's anti-entropy, broadcasts the admitted
+// ones.
+func (r *Replica) Append(ns dag.NSID, raws [][]byte, fromSync bool) (Result, error) {
+	res, err := r.db.Ingest(ns, raws)
+	if err != nil {
+		return res, err
+	}
+	r.account(res)
+	if !fromSync {
+		r.broadcast(ns, res.Admitted)
+	}
+	return res, nil
+}
+
+func (r *Replica) account(res Result) {
+	r.admitted.Add(int64(len(res.Admitted)))
+	r.rejected.Add(int64(len(res.Rejected)))
+	for _, err := range res.Rejected {
+		r.log.Debug("record refused", "err", err)
+	}
+	if len(res.Missing) > 0 {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *Replica) broadcast(ns dag.NSID, raws [][]byte) {
+	for _, raw := range raws {
+		if len(raw)+33 > maxGossip {
+			continue
+		}
+		msg := make([]byte, 0, 33+len(raw))
+		msg = append(append(append(msg, gossipTag), ns[:]...), raw...)
+		r.queue.QueueBroadcast(broadcast(msg))
+	}
+}
+
+// NotifyMsg implements member.Messages: a record broadcast by a peer.
+func (r *Replica) NotifyMsg(b []byte) {
+	if len(b) < 34 || b[0] != gossipTag {
+		r.dropped.Add(1)
+		return
+	}
+	select {
+	case r.in <- append([]byte(nil), b...):
+	default:
+		r.dropped.Add(1) // anti-entropy will bring it
+	}
+}
+
+// GetBroadcasts implements member.Messages.
+func (r *Replica) GetBroadcasts(overhead, limit int) [][]byte {
+	return r.queue.GetBroadcasts(overhead, limit)
+}
+
+// receive admits gossiped records in batches (one transaction each) and
+// forwards what was new.
+func (r *Replica) receive() {
+	defer r.wg.Done()
+	for {
+		var msgs [][]byte
+		select {
+		case <-r.stop:
+			return
+		case m := <-r.in:
+			msgs = append(msgs, m)
+		}
+	drain:
+		for len(msgs) < 512 {
+			select {
+			case m := <-r.in:
+				msgs = append(msgs, m)
+			default:
+				break drain
+			}
+		}
+		r.received.Add(int64(len(msgs)))
+		byNS := map[dag.NSID][][]byte{}
+		for _, m := range msgs {
+			ns := dag.NSID(m[1:33])
+			byNS[ns] = append(byNS[ns], m[33:])
+		}
+		for ns, raws := range byNS {
+			if _, err := r.Append(ns, raws, false); err != nil {
+				r.log.Error("gossip ingest", "err", err)
+			}
+		}
+	}
+}
+
+// antiEntropy syncs with one random peer every interval (with jitter),
+// or soon after gossip brought entries whose references are missing.
+func (r *Replica) antiEntropy() {
+	defer r.wg.Done()
+	for {
+		d := r.cfg.SyncInterval/2 + rand.N(r.cfg.SyncInterval)
+		t := time.NewTimer(d)
+		select {
+		case <-r.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		case <-r.kick:
+			t.Stop()
+		}
+		r.SyncOnce(context.Background())
+	}
+}
+
+// SyncOnce runs anti-entropy with one random peer for every namespace
+// either side holds.
+func (r *Replica) SyncOnce(ctx context.Context) {
+	r.mu.Lock()
+	peersFn := r.peers
+	r.mu.Unlock()
+	if peersFn == nil {
+		return
+	}
+	peers := peersFn()
+	if len(peers) == 0 {
+		return
+	}
+	p := peers[rand.IntN(len(peers))]
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	theirs, err := p.Namespaces(ctx)
+	if err != nil {
+		r.syncFails.Add(1)
+		r.log.Debug("anti-entropy", "err", err)
+		return
+	}
+	all := map[dag.NSID]bool{}
+	for _, ns := range append(r.db.Namespaces(), theirs...) {
+		all[ns] = true
+	}
+	for ns := range all {
+		st, err := Sync(ctx, r.db, ns, p, true)
+		r.pulled.Add(int64(st.Pulled))
+		r.pushed.Add(int64(st.Pushed))
+		r.rejected.Add(int64(st.Rejected))
+		r.admitted.Add(int64(st.Pulled))
+		if err != nil {
+			r.syncFails.Add(1)
+			r.log.Debug("anti-entropy", "ns", ns, "err", err)
+			return
+		}
+	}
+	r.syncs.Add(1)
+}
+
+// broadcast is one queued gossip message.
+type broadcast []byte
+
+func (b broadcast) Invalidates(memberlist.Broadcast) bool { return false }
+func (b broadcast) Message() []byte                       { return b }
+func (b broadcast) Finished()                             {}
