@@ -129,10 +129,10 @@ func (d *DB) Open(ns dag.NSID, key *dag.ReadKey, rules dag.Rules) error {
 
 // Result says what an Ingest did.
 type Result struct {
-	Admitted [][]byte  // encodings of the records admitted (to forward)
-	Purged   int       // entries a revoke made invalid
+	Admitted [][]byte   // encodings of the records admitted (to forward)
+	Purged   int        // entries a revoke made invalid
 	Missing  []dag.Hash // references to fetch
-	Rejected []error   // records refused, and why
+	Rejected []error    // records refused, and why
 }
 
 // Ingest offers records (encodings) to namespace ns, creating it if the

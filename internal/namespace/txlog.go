@@ -72,9 +72,9 @@ func (l *txLog) block(h dag.Hash) (*dag.Block, bool) {
 }
 
 func (l *txLog) Referrers(h dag.Hash) []dag.Hash { return l.scan(bRef, h) }
-func (l *txLog) Revokes(g dag.Hash) []dag.Hash    { return l.scan(bRev, g) }
-func (l *txLog) SignedBy(g dag.Hash) []dag.Hash   { return l.scan(bSig, g) }
-func (l *txLog) Has(h dag.Hash) bool              { return l.b.Bucket(bRec).Get(h[:]) != nil }
+func (l *txLog) Revokes(g dag.Hash) []dag.Hash   { return l.scan(bRev, g) }
+func (l *txLog) SignedBy(g dag.Hash) []dag.Hash  { return l.scan(bSig, g) }
+func (l *txLog) Has(h dag.Hash) bool             { return l.b.Bucket(bRec).Get(h[:]) != nil }
 
 func (l *txLog) BlockWanted(h dag.Hash) bool { return l.b.Bucket(bWant).Get(h[:]) != nil }
 
