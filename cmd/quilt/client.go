@@ -88,6 +88,7 @@ func newLogger(level string) *slog.Logger {
 // session is a connected client of a grid.
 type session struct {
 	inv     identity.Invite
+	given   []string // the addresses the invite itself names
 	nodes   *node.Client
 	objects *object.Client
 	log     *slog.Logger
@@ -111,6 +112,7 @@ func (g *gridFlags) connect() (*session, error) {
 	if err != nil {
 		return nil, err
 	}
+	given := append([]string(nil), inv.Addrs...)
 	if cfg.Grid == inv.String() || cfg.Grid == "" {
 		inv.Addrs = appendNew(inv.Addrs, cfg.Peers...)
 	}
@@ -138,7 +140,7 @@ func (g *gridFlags) connect() (*session, error) {
 			return m.Sum(nil)
 		},
 	})
-	return &session{inv: inv, nodes: nc, objects: oc, log: log}, nil
+	return &session{inv: inv, given: given, nodes: nc, objects: oc, log: log}, nil
 }
 
 // rememberPeers keeps the addresses of the members seen alive, so a later

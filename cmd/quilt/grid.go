@@ -30,6 +30,7 @@ func runNode(ctx context.Context, args []string) error {
 	wan := fs.Bool("wan", false, "gossip timings for slow, lossy links")
 	noSync := fs.Bool("no-fsync", false, noSyncHelp)
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
+	syncEvery := fs.Duration("ns-sync", 5*time.Second, "how often namespaces are compared with a random peer (anti-entropy)")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func runNode(ctx context.Context, args []string) error {
 		cfg.Join = &inv
 	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	n, err := node.Start(startCtx, cfg)
+	n, err := startDaemon(startCtx, cfg, *syncEvery)
 	cancel()
 	if err != nil {
 		return err
@@ -109,7 +110,7 @@ func runUp(ctx context.Context, args []string) error {
 	invitePath := filepath.Join(*dir, "invite")
 	os.Remove(invitePath) // written again once the grid is up
 	log := newLogger(*logLevel)
-	started := make([]*node.Node, *nodes)
+	started := make([]*daemon, *nodes)
 	stopAll := func() {
 		var wg sync.WaitGroup
 		for _, n := range started {
@@ -141,7 +142,7 @@ func runUp(ctx context.Context, args []string) error {
 			cfg.Join = &j
 		}
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		n, err := node.Start(sctx, cfg)
+		n, err := startDaemon(sctx, cfg, 5*time.Second)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("node %d: %w", i+1, err)
@@ -172,6 +173,7 @@ invite: %s
 try:  quilt nodes
       quilt put FILE          # prints a capability
       quilt get CAP -o COPY
+      quilt cfs bootstrap NAME  # a configuration filesystem
 stop with Ctrl-C
 `, *nodes, *dir, inv, invitePath, configPath())
 	<-ctx.Done()

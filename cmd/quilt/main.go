@@ -36,6 +36,7 @@ var commands = map[string]command{
 	"check":   {"check an object's shares; --repair rebuilds missing ones", runCheck},
 	"nodes":   {"list the grid's nodes", runNodes},
 	"bench":   {"measure put/get throughput on the grid", runBench},
+	"cfs":     {"the configuration filesystem: signed, replicated files (BaseFS)", runCFS},
 	"version": {"print the version", func(context.Context, []string) error { fmt.Println("quilt", version); return nil }},
 }
 

@@ -120,7 +120,7 @@ func (t Type) String() string { return [...]string{"absent", "dir", "file", "sym
 type State struct {
 	Type    Type
 	Current Hash     // the entry that decided it
-	Data    *Version // for a file: the write whose content it shows
+	Data    *Version // for a file: the write whose content it shows; for a directory: its mkdir
 	Exec    bool     // executable bit
 	Target  string   // for a symlink
 	Size    uint64
@@ -140,7 +140,7 @@ func StateOf(v *Version, find func(Hash) *Version) State {
 		}
 		switch v.Entry.Action {
 		case Mkdir:
-			st.Type = Dir
+			st.Type, st.Data = Dir, v
 		case Write:
 			st.Type, st.Data, st.Size = File, v, v.Entry.Size
 			if exec < 0 {

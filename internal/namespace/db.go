@@ -62,6 +62,9 @@ type DB struct {
 	pools map[dag.NSID]*dag.Pool
 	clock dag.Clock
 	notes *notifier
+	// OnAdmit, if set, is called after each commit with the records it
+	// admitted (watchers use it). It runs in the ingesting goroutine.
+	OnAdmit func(ns dag.NSID, raws [][]byte)
 }
 
 // OpenDB opens (creating if need be) the database at path.
@@ -187,6 +190,9 @@ func (d *DB) Ingest(ns dag.NSID, raws [][]byte) (Result, error) {
 	}
 	if len(res.Admitted) > 0 {
 		d.notes.notify(ns)
+		if d.OnAdmit != nil {
+			d.OnAdmit(ns, res.Admitted)
+		}
 	}
 	return res, nil
 }

@@ -21,7 +21,7 @@ type Info struct {
 	Size    uint64
 	Time    dag.HLC
 	Current dag.Hash // the entry that decided the path
-	Data    dag.Hash // for a file: the write whose content it shows
+	Data    dag.Hash // for a file: the write whose content it shows; for a directory: its mkdir (what entries under it hang from)
 	Target  string   // for a symlink
 }
 

@@ -40,6 +40,10 @@ func NewClient(inv identity.Invite, id *identity.Identity) *Client {
 	return c
 }
 
+// HTTP is the client's pinned HTTP client: it reaches the members seen by
+// the last Members call as https://<node-id>/... (higher layers' APIs).
+func (c *Client) HTTP() *http.Client { return c.http }
+
 func (c *Client) resolve(id identity.NodeID) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
