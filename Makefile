@@ -5,7 +5,7 @@ GO      ?= go
 BIN     ?= bin/quilt
 NODES   ?= 10
 
-.PHONY: all build run test bench bench-tahoe vet clean
+.PHONY: all build run test bench bench-ns bench-tahoe vet clean
 
 all: build
 
@@ -22,11 +22,18 @@ test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/ ./internal/object/
+	$(GO) test -count=1 -race -short -timeout 10m ./internal/dag/ ./internal/namespace/ ./internal/lab/...
 
 ## bench: codec micro-benchmarks (one core), then quilt bench on a fresh grid
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2s -cpu 1 ./internal/codec/ ./internal/placement/
 	./bench/grid-bench.sh
+
+## bench-ns: namespaces — append rate, listing, bytes per entry, and
+## convergence of one write over 30 emulated nodes (several minutes)
+bench-ns:
+	$(GO) test -run '^$$' -bench 'Append|List' -benchtime 20000x ./internal/namespace/
+	$(GO) test -run '^$$' -bench Convergence -benchtime 100x -timeout 30m ./internal/namespace/
 
 ## bench-tahoe: Quilt and Tahoe-LAFS side by side (installs tahoe-lafs in a venv)
 bench-tahoe:

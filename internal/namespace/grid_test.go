@@ -32,7 +32,11 @@ type gridNode struct {
 // emuGrid is N nodes in this process whose gossip and node-to-node HTTPS
 // run over an emulated network.
 type emuGrid struct {
-	t      *testing.T
+	t      testing.TB
+	tune   func(*memberlist.Config) // gossip timers; default: fast, for tests
+	// onAdmit, if set, sees every record a node admits (benchmarks time
+	// arrivals with it).
+	onAdmit func(node int, raws [][]byte)
 	net    *linkemu.Network
 	nodes  []*gridNode
 	invite identity.Invite
@@ -49,9 +53,16 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func newEmuGrid(t *testing.T, n int) *emuGrid {
-	g := &emuGrid{t: t, net: linkemu.New(1)}
-	g.net.SetDefault(linkemu.Link{Delay: time.Millisecond})
+// emuOpts configure an emulated grid.
+type emuOpts struct {
+	link    linkemu.Link
+	tune    func(*memberlist.Config)
+	onAdmit func(node int, raws [][]byte)
+}
+
+func newEmuGrid(t testing.TB, n int, o emuOpts) *emuGrid {
+	g := &emuGrid{t: t, net: linkemu.New(1), tune: o.tune, onAdmit: o.onAdmit}
+	g.net.SetDefault(o.link)
 	ns, priv, err := dag.NewNamespace()
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +98,9 @@ func (g *emuGrid) start(i int) {
 	if err := db.Open(g.ns, &g.key, dag.ConfigRules); err != nil {
 		g.t.Fatal(err)
 	}
+	if g.onAdmit != nil {
+		db.OnAdmit = func(_ dag.NSID, raws [][]byte) { g.onAdmit(i, raws) }
+	}
 	rep := namespace.NewReplica(namespace.ReplicaConfig{DB: db, SyncInterval: time.Second, Logger: testLogger()})
 	tr, err := g.net.Transport(m.host)
 	if err != nil {
@@ -101,6 +115,10 @@ func (g *emuGrid) start(i int) {
 		Dial: g.net.Dialer(m.host), Messages: rep, Mount: rep.Mount, Reconnect: time.Second,
 		TuneGossip: func(c *memberlist.Config) {
 			c.Transport = tr
+			if g.tune != nil {
+				g.tune(c)
+				return
+			}
 			c.ProbeInterval = 200 * time.Millisecond
 			c.ProbeTimeout = 150 * time.Millisecond
 			c.GossipInterval = 50 * time.Millisecond
@@ -171,9 +189,22 @@ func (g *emuGrid) waitMembers(want int, limit time.Duration) {
 	g.t.Fatalf("members did not all see %d alive within %s", want, limit)
 }
 
+// bootstrap writes, at node 0, the root and two directories, and waits
+// until every node has them.
+func (g *emuGrid) bootstrap() {
+	root := g.root.Root()
+	g.rootH = root.Hash()
+	etc := g.root.Entry(dag.Mkdir, g.rootH, nil, "etc", nil)
+	srv := g.root.Entry(dag.Mkdir, g.rootH, nil, "srv", nil)
+	if _, err := g.nodes[0].rep.Append(g.ns, [][]byte{root.Encode(), etc.Encode(), srv.Encode()}, false); err != nil {
+		g.t.Fatal(err)
+	}
+	g.converge(60 * time.Second)
+}
+
 // write makes one random change at node i, as a client there would: it
 // reads that replica's view for the anchor and the heads it replaces.
-func (g *emuGrid) write(rng *rand.Rand, i int, tag string) {
+func (g *emuGrid) write(rng *rand.Rand, i int, tag string) dag.Hash {
 	g.t.Helper()
 	m := g.nodes[i]
 	dirs := []string{"/", "/etc", "/srv"}
@@ -196,6 +227,7 @@ func (g *emuGrid) write(rng *rand.Rand, i int, tag string) {
 	if err != nil || len(res.Admitted) != 1 {
 		g.t.Fatalf("node %d: append: %v %+v", i, err, res)
 	}
+	return e.Hash()
 }
 
 // view summarises one replica's view.
@@ -269,18 +301,9 @@ func TestGridConvergence(t *testing.T) {
 		t.Skip("30-node scenario")
 	}
 	const N = 30
-	g := newEmuGrid(t, N)
+	g := newEmuGrid(t, N, emuOpts{link: linkemu.Link{Delay: time.Millisecond}})
 	rng := rand.New(rand.NewPCG(3, 3))
-
-	// Bootstrap at node 0: the root and two directories.
-	root := g.root.Root()
-	g.rootH = root.Hash()
-	etc := g.root.Entry(dag.Mkdir, g.rootH, nil, "etc", nil)
-	srv := g.root.Entry(dag.Mkdir, g.rootH, nil, "srv", nil)
-	if _, err := g.nodes[0].rep.Append(g.ns, [][]byte{root.Encode(), etc.Encode(), srv.Encode()}, false); err != nil {
-		t.Fatal(err)
-	}
-	g.converge(60 * time.Second)
+	g.bootstrap()
 
 	t.Run("500 writes at random nodes", func(t *testing.T) {
 		for i := range 500 {
