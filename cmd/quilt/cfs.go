@@ -166,8 +166,16 @@ func b32dec(s string) ([]byte, error) {
 	return b32.DecodeString(strings.ToUpper(s))
 }
 
-// nsCap is how a namespace is shared: its ID and read key.
-func nsCap(n nsConfig) string { return "quilt:ns:" + n.ID + ":" + n.ReadKey }
+// nsCap is how a namespace is shared: its ID, read key and, for object
+// namespaces, the rules (conflict rules are part of what everyone must
+// agree on).
+func nsCap(n nsConfig) string {
+	c := "quilt:ns:" + n.ID + ":" + n.ReadKey
+	if n.Rules == "object" {
+		c += ":object"
+	}
+	return c
+}
 
 // cfs is a command working on one namespace through a local replica.
 type cfs struct {
@@ -357,6 +365,9 @@ func (c *cfs) mkdirs(ctx context.Context, dir string) (dag.Hash, error) {
 	if h, err := c.dirEntry(dir); err == nil || !errors.Is(err, namespace.ErrNotFound) {
 		return h, err
 	}
+	if dir == "/" {
+		return dag.Hash{}, fmt.Errorf("namespace %q has no root entry here yet: was it bootstrapped, and has a node got it? (quilt cfs members)", c.cfg.Name)
+	}
 	parent, err := c.mkdirs(ctx, filepath.Dir(dir))
 	if err != nil {
 		return parent, err
@@ -389,6 +400,11 @@ func (c *cfs) change(ctx context.Context, p string, mk func(w *dag.Writer, ancho
 	if err != nil {
 		return err
 	}
+	for _, h := range heads { // be later than what we replace
+		if v, err := c.db.Version(c.ns, h); err == nil {
+			c.db.Clock().Observe(v.Entry.Time)
+		}
+	}
 	e, blocks := mk(w, anchor, heads, filepath.Base(p))
 	recs := [][]byte{e.Encode()}
 	for _, b := range blocks {
@@ -409,7 +425,7 @@ func cfsRun(ctx context.Context, verb, usage string, args []string) error {
 	exec := fs.String("exec", "", "watch: command to run (in sh) for every new entry")
 	name := fs.String("name", "", "import: local name of the namespace (default: a prefix of its ID)")
 	keyName := fs.String("key", "default", "import: the signing key to write with")
-	rules := fs.String("rules", "config", "bootstrap: conflict rules, config (BaseFS) or object (last writer wins)")
+	rules := fs.String("rules", "config", "bootstrap: conflict rules, config (BaseFS) or object (last writer wins); they travel in the capability")
 	label := fs.String("label", "", "grant: a name for the key (default: its fingerprint)")
 	// chmod's +x/-x look like flags; take them out first.
 	var mode string
@@ -457,9 +473,14 @@ func cfsRun(ctx context.Context, verb, usage string, args []string) error {
 			return err
 		}
 		rest, ok := strings.CutPrefix(fs.Arg(0), "quilt:ns:")
-		id, rk, ok2 := strings.Cut(rest, ":")
-		if !ok || !ok2 {
-			return errors.New("a namespace capability looks like quilt:ns:ID:READKEY")
+		parts := strings.Split(rest, ":")
+		if !ok || len(parts) < 2 || len(parts) > 3 || (len(parts) == 3 && parts[2] != "object") {
+			return errors.New("a namespace capability looks like quilt:ns:ID:READKEY (as 'quilt cfs export' prints)")
+		}
+		id, rk := parts[0], parts[1]
+		*rules = "config"
+		if len(parts) == 3 {
+			*rules = "object"
 		}
 		if _, err := dag.ParseNSID(id); err != nil {
 			return err
@@ -506,11 +527,12 @@ func cfsRun(ctx context.Context, verb, usage string, args []string) error {
 		if err := c.open(&g, nn); err != nil {
 			return err
 		}
-		if err := c.connectNode(ctx); err != nil {
-			return err
-		}
 		w := &dag.Writer{NS: c.ns, Key: priv, Read: c.key, Clock: c.db.Clock()}
+		if err := c.connectNode(ctx); err != nil {
+			c.peer = nil // commit keeps the root locally; the next command sends it
+		}
 		if err := c.commit(ctx, w.Root().Encode()); err != nil {
+			fmt.Println(nsCap(c.cfg))
 			return err
 		}
 		fmt.Println(nsCap(c.cfg))
@@ -594,7 +616,7 @@ func cfsRun(ctx context.Context, verb, usage string, args []string) error {
 			return fmt.Errorf("%s is a %s: hard links are to files", target, info.Type)
 		}
 		return c.change(ctx, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
-			return w.Entry(dag.Link, a, h, n, info.Data[:]), nil
+			return w.Pointer(dag.Link, a, h, n, info.Data), nil
 		})
 	case "chmod":
 		if err := argc(1, 1); err != nil || mode == "" {

@@ -117,6 +117,19 @@ func TestConfigFilesystemProcesses(t *testing.T) {
 		t.Errorf("no event for the directory write made: %q", b)
 	}
 
+	// A write from the watcher's own QUILT_HOME fires too, and a handler
+	// may itself run cfs commands (the watcher does not hold the replica).
+	carolKey := strings.TrimSpace(must(cfs("carol", 2, "", "genkey")))
+	must(cfs("alice", 0, "", "grant", carolKey, "/etc", "--label", "carol"))
+	eventually("carol may write under /etc", func() bool {
+		_, err := cfs("carol", 2, "mine\n", "write", "/etc/carol.conf")
+		return err == nil
+	})
+	eventually("the watcher saw a write made from its own home", func() bool {
+		b, _ := os.ReadFile(events)
+		return strings.Contains(string(b), "write /etc/carol.conf cluster\n")
+	})
+
 	// A bigger file travels in blocks; history and revert work.
 	big := strings.Repeat("option value\n", 400)
 	must(cfs("alice", 0, big, "write", "/etc/app.conf"))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/base32"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -182,7 +184,9 @@ func (c *cfs) log(p string) error {
 				detail += " (incomplete)"
 			}
 		case dag.Revert, dag.Link:
-			detail = "-> " + dag.Hash(v.Content).Short()
+			var t dag.Hash
+			copy(t[:], v.Content)
+			detail = "-> " + t.Short()
 		case dag.Slink:
 			detail = "-> " + string(v.Content)
 		case dag.Mode:
@@ -216,7 +220,7 @@ func (c *cfs) revert(ctx context.Context, p, entry string) error {
 		return fmt.Errorf("%s has no entry %q (at least 6 hex digits; see 'quilt cfs log %s')", p, entry, p)
 	}
 	return c.change(ctx, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
-		return w.Entry(dag.Revert, a, h, n, target.Hash[:]), nil
+		return w.Pointer(dag.Revert, a, h, n, target.Hash), nil
 	})
 }
 
@@ -319,28 +323,57 @@ func (c *cfs) revoke(ctx context.Context, key string) error {
 		}
 	}
 	walk("/")
+	signerOf := func(h dag.Hash) (dag.Hash, dag.Hash, bool) {
+		raws := c.db.Get(c.ns, []dag.Hash{h})
+		if len(raws) == 0 {
+			return dag.Hash{}, dag.Hash{}, false
+		}
+		r, err := dag.Decode(raws[0])
+		if err != nil || r.Entry == nil {
+			return dag.Hash{}, dag.Hash{}, false
+		}
+		return r.Entry.Signer, r.Entry.Anchor(), true
+	}
 	n := 0
 	for _, g := range grants {
 		if g.Revoked || !bytes.Equal(g.Key, pub) {
 			continue
 		}
+		_, anchor, ok := signerOf(g.Hash)
+		if !ok {
+			continue
+		}
+		// The grant and the grants its key made, transitively: what they
+		// signed and the tree shows now is acknowledged.
+		chain := map[dag.Hash]bool{g.Hash: true}
+		for grew := true; grew; {
+			grew = false
+			for _, sub := range grants {
+				if s, _, ok := signerOf(sub.Hash); ok && chain[s] && !chain[sub.Hash] {
+					chain[sub.Hash], grew = true, true
+				}
+			}
+		}
+		var ack []dag.Hash
+		for s := range chain {
+			ack = append(ack, shown[s]...)
+		}
+		slices.SortFunc(ack, func(a, b dag.Hash) int { return bytes.Compare(a[:], b[:]) })
+		ack = slices.Compact(ack)
 		w, err := c.writer(path.Dir(g.Dir + "/x"))
 		if err != nil {
 			return err
 		}
-		gv, ok := c.db.Get(c.ns, []dag.Hash{g.Hash}), true
-		if !ok || len(gv) == 0 {
-			continue
+		// Acknowledgements go first (63 parents per entry), then the
+		// revoke: a node must see them before it purges.
+		var recs [][]byte
+		const per = dag.MaxParents - 1
+		for len(ack) > per {
+			recs = append(recs, w.Ack(anchor, ack[:per]).Encode())
+			ack = ack[per:]
 		}
-		r, err := dag.Decode(gv[0])
-		if err != nil {
-			return err
-		}
-		ack := shown[g.Hash]
-		if len(ack) > dag.MaxParents-1 {
-			ack = ack[:dag.MaxParents-1]
-		}
-		if err := c.commit(ctx, w.RevokeGrant(r.Entry.Anchor(), g.Hash, ack).Encode()); err != nil {
+		recs = append(recs, w.RevokeGrant(anchor, g.Hash, ack).Encode())
+		if err := c.commit(ctx, recs...); err != nil {
 			return err
 		}
 		n++
@@ -400,41 +433,52 @@ func (c *cfs) members(ctx context.Context) error {
 }
 
 // watch runs cmd (or prints a line) for every entry that arrives from now
-// on, waiting on a node for changes and pulling them.
+// on — from any node, or from another cfs command of this QUILT_HOME —
+// waiting on a node for changes and pulling them. The replica is closed
+// while handlers run and while waiting, so handlers may run cfs commands.
 func (c *cfs) watch(ctx context.Context, cmd string) error {
 	type event struct {
 		typ, path, entry string
+		time             dag.HLC
 	}
-	var events []event
-	onAdmit := func(ns dag.NSID, raws [][]byte) {
-		for _, raw := range raws {
-			r, err := dag.Decode(raw)
-			if err != nil || r.Entry == nil {
-				continue
-			}
-			ev := event{typ: r.Entry.Action.String(), entry: r.Hash.String()}
-			if v, err := c.db.Version(ns, r.Hash); err == nil {
-				ev.path = v.Path
-			} else if g, ok := c.grantDir(r.Entry); ok {
-				ev.path = g
-			}
-			events = append(events, ev)
-		}
-	}
+	known := map[dag.Hash]bool{}
+	var lastRemote namespace.Digest
 	fmt.Fprintf(os.Stderr, "watching namespace %q; Ctrl-C to stop\n", c.cfg.Name)
 	for first := true; ctx.Err() == nil; first = false {
-		events = nil
 		if c.db == nil {
 			if err := c.openDB(); err != nil {
 				return err
 			}
 		}
-		c.db.OnAdmit = onAdmit
 		err := c.sync(ctx)
+		var events []event
+		for _, h := range c.db.All(c.ns) {
+			if known[h] {
+				continue
+			}
+			known[h] = true
+			raws := c.db.Get(c.ns, []dag.Hash{h})
+			if first || len(raws) == 0 {
+				continue
+			}
+			r, derr := dag.Decode(raws[0])
+			if derr != nil || r.Entry == nil {
+				continue // a block: part of a write's event
+			}
+			ev := event{typ: r.Entry.Action.String(), entry: h.String(), time: r.Entry.Time}
+			if v, verr := c.db.Version(c.ns, h); verr == nil {
+				ev.path = v.Path
+			} else if d, ok := c.grantDir(r.Entry); ok {
+				ev.path = d
+			}
+			events = append(events, ev)
+		}
 		if first {
-			events = nil // what was there before the watch began
 			fmt.Fprintln(os.Stderr, "watch: up to date")
 		}
+		slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(a.time, b.time) })
+		root := c.db.Root(c.ns)
+		c.close()
 		for _, ev := range events {
 			if cmd == "" {
 				fmt.Fprintf(c.out, "%s %s %s\n", ev.typ, ev.path, ev.entry[:12])
@@ -460,13 +504,19 @@ func (c *cfs) watch(ctx context.Context, cmd string) error {
 			}
 			continue
 		}
-		// Let other cfs commands of this QUILT_HOME use the replica while
-		// we wait for the node to change.
-		root := c.db.Root(c.ns)
-		c.close()
-		if _, err := c.peer.Wait(ctx, c.ns, root, 30*time.Second); err != nil && ctx.Err() == nil {
+		remote, err := c.peer.Wait(ctx, c.ns, root, 30*time.Second)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			c.peer = nil
+		case err == nil && remote == lastRemote:
+			// The node holds what we refuse (or we hold what it refuses):
+			// do not spin.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
 		}
+		lastRemote = remote
 	}
 	return nil
 }

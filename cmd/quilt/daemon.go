@@ -27,6 +27,7 @@ func startDaemon(ctx context.Context, cfg node.Config, syncEvery time.Duration) 
 	cfg.Messages, cfg.Mount = rep, rep.Mount
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
+		rep.Close()
 		db.Close()
 		return nil, err
 	}

@@ -14,6 +14,7 @@ type Index interface {
 	Referrers(h Hash) []Hash    // admitted entries that list h among their Parents
 	Revokes(grant Hash) []Hash  // admitted revoke entries of a grant
 	SignedBy(grant Hash) []Hash // admitted entries signed by a grant's key
+	Revoked() []Hash            // grants that have an admitted revoke
 }
 
 // MissingError says an entry cannot be checked yet: it refers to entries
@@ -29,18 +30,45 @@ type Checker struct {
 	NS    NSID
 	Index Index
 	// Waiting, if set, returns records not yet admitted (held for a missing
-	// reference) that list h among their Parents: those whose signature
-	// checks acknowledge h too.
+	// reference) that list h among their Parents. One that passes every
+	// check once h is there acknowledges h as an admitted entry would.
 	Waiting func(h Hash) []Record
+
+	// Verified, if set, caches entries whose signature checked (by hash),
+	// across calls.
+	Verified map[Hash]bool
+
+	memo map[Hash]bool // acked results, within one Check or Purge round
+}
+
+// verify checks an entry's signature, through the cache.
+func (c *Checker) verify(pub ed25519.PublicKey, e *Entry, h Hash) bool {
+	if c.Verified != nil && c.Verified[h] {
+		return true
+	}
+	ok := ed25519.Verify(pub, e.signed(c.NS), e.Sig[:])
+	if ok && c.Verified != nil {
+		c.Verified[h] = true
+	}
+	return ok
 }
 
 // Check verifies an entry against what the replica holds: its references
 // are present, its anchor is a directory, the signature is good, the
 // signer's grant covers the anchor, a revoke outranks what it revokes, and
 // no grant in the signer's chain is revoked unless the entry was
-// acknowledged. It returns *MissingError when references are missing, or
-// an error wrapping ErrMalformed, ErrBadSig, ErrForbidden or ErrRevoked.
+// acknowledged. It returns *MissingError when references are missing (a
+// bad signature is refused first when the signer is known), or an error
+// wrapping ErrMalformed, ErrBadSig, ErrForbidden or ErrRevoked.
 func (c *Checker) Check(e *Entry) error {
+	c.memo = map[Hash]bool{}
+	return c.check(e, e.Hash(), false)
+}
+
+// check is Check; relaxed lets parents other than the anchor be missing
+// (a held entry judged as an acknowledger: what it supersedes need not
+// be here for its word to count).
+func (c *Checker) check(e *Entry, h Hash, relaxed bool) error {
 	if err := e.wellFormed(); err != nil {
 		return err
 	}
@@ -50,14 +78,27 @@ func (c *Checker) Check(e *Entry) error {
 			missing = append(missing, h)
 		}
 	}
-	for _, p := range e.Parents {
-		need(p)
+	for i, p := range e.Parents {
+		if i == 0 || !relaxed {
+			need(p)
+		}
 	}
 	if !e.Signer.IsZero() {
 		need(e.Signer)
 	}
 	if e.Action == Revoke {
 		need(e.RefHash())
+	}
+	verified := false
+	if !slices.Contains(missing, e.Signer) {
+		pub, _, err := c.signer(e)
+		if err != nil {
+			return err
+		}
+		if !c.verify(pub, e, h) {
+			return ErrBadSig
+		}
+		verified = true
 	}
 	if len(missing) > 0 {
 		return &MissingError{missing}
@@ -86,10 +127,10 @@ func (c *Checker) Check(e *Entry) error {
 			return fmt.Errorf("%w: only a key of higher authority may revoke a grant", ErrForbidden)
 		}
 	}
-	if !ed25519.Verify(pub, e.signed(c.NS), e.Sig[:]) {
+	if !verified && !c.verify(pub, e, h) {
 		return ErrBadSig
 	}
-	if c.revoked(e.Signer) && !c.acked(e.Hash(), map[Hash]bool{}) {
+	if c.revokedAt(e.Signer) >= 0 && !c.acked(h, e, map[Hash]bool{}) {
 		return ErrRevoked
 	}
 	return nil
@@ -118,6 +159,18 @@ func (c *Checker) Authority(grant Hash) int {
 		return 1 << 30
 	}
 	return c.depth(g.Anchor()) + 1
+}
+
+// SignerKey is the public key behind a signer, as a string (empty if the
+// grant is unknown).
+func (c *Checker) SignerKey(grant Hash) string {
+	if grant.IsZero() {
+		return string(c.NS[:])
+	}
+	if g, ok := c.Index.Entry(grant); ok {
+		return string(g.Ref)
+	}
+	return ""
 }
 
 // scope is the directory a signer may write under (zero: everywhere).
@@ -156,70 +209,101 @@ func (c *Checker) covers(scope, dir Hash) bool {
 	return false
 }
 
-// revoked reports whether a grant in the chain from signer up to the root
-// key has an admitted revoke.
-func (c *Checker) revoked(signer Hash) bool {
-	for g := signer; !g.IsZero(); {
+// revokedAt returns the authority of the highest revoked grant in the
+// chain from signer up to the root key, or -1 if none is revoked.
+func (c *Checker) revokedAt(signer Hash) int {
+	at := -1
+	for g, n := signer, 0; !g.IsZero() && n < 1<<16; n++ {
 		if len(c.Index.Revokes(g)) > 0 {
-			return true
+			at = c.Authority(g)
 		}
 		e, ok := c.Index.Entry(g)
 		if !ok {
-			return false
+			break
 		}
 		g = e.Signer
 	}
-	return false
+	return at
 }
 
-// acked reports whether an entry that is valid on its own account (not
-// revoked, or acked itself) lists h among its parents.
-func (c *Checker) acked(h Hash, seen map[Hash]bool) bool {
+// valid reports whether an admitted entry stands: its signer's chain is
+// not revoked, or it is acknowledged.
+func (c *Checker) valid(h Hash, e *Entry, seen map[Hash]bool) bool {
+	return c.revokedAt(e.Signer) < 0 || c.acked(h, e, seen)
+}
+
+// acked reports whether entry h (e), whose signer's chain has a revoked
+// grant, is acknowledged: listed among the parents of a valid entry whose
+// signer outranks the highest revoked grant of e's chain and may write
+// where e hangs (an ack, the revoke itself, or a later version written by
+// such a key); or, for a grant, used to sign an entry that stands.
+func (c *Checker) acked(h Hash, e *Entry, seen map[Hash]bool) bool {
+	if v, ok := c.memo[h]; ok {
+		return v
+	}
 	if seen[h] {
 		return false
 	}
 	seen[h] = true
+	threshold := c.revokedAt(e.Signer)
+	outranks := func(a *Entry) bool {
+		return c.Authority(a.Signer) < threshold && (e.IsRoot() || c.covers(c.scope(a.Signer), e.Anchor()))
+	}
+	result := false
 	for _, r := range c.Index.Referrers(h) {
-		e, _ := c.Index.Entry(r)
-		if e != nil && (!c.revoked(e.Signer) || c.acked(r, seen)) {
-			return true
+		a, ok := c.Index.Entry(r)
+		if !ok {
+			continue
+		}
+		// An outranking entry that stands acknowledges h; so does an
+		// entry kept by acknowledgement, for its history stays whole.
+		if (outranks(a) && c.valid(r, a, seen)) || (c.revokedAt(a.Signer) >= 0 && c.acked(r, a, seen)) {
+			result = true
+			break
 		}
 	}
-	if c.Waiting != nil {
-		for _, r := range c.Waiting(h) {
-			if c.signatureOK(r.Entry) && (!c.revoked(r.Entry.Signer) || c.acked(r.Hash, seen)) {
-				return true
+	if !result && e.Action == Grant {
+		// A grant stays while an entry signed under it, or a revoke of
+		// it, stands.
+		for _, s := range append(slices.Clone(c.Index.SignedBy(h)), c.Index.Revokes(h)...) {
+			if a, ok := c.Index.Entry(s); ok && c.valid(s, a, seen) {
+				result = true
+				break
 			}
 		}
 	}
-	return false
-}
-
-// signatureOK checks the signature of an entry not yet admitted, if its
-// signer is known.
-func (c *Checker) signatureOK(e *Entry) bool {
-	pub := c.NS.PublicKey()
-	if !e.Signer.IsZero() {
-		g, ok := c.Index.Entry(e.Signer)
-		if !ok || g.Action != Grant {
-			return false
+	if !result && c.Waiting != nil {
+		over := &Checker{NS: c.NS, Index: with{c.Index, h, e}, Waiting: c.Waiting, Verified: c.Verified}
+		for _, r := range c.Waiting(h) {
+			over.memo = map[Hash]bool{}
+			if over.check(r.Entry, r.Hash, true) == nil && (outranks(r.Entry) || over.revokedAt(r.Entry.Signer) >= 0) {
+				result = true
+				break
+			}
 		}
-		pub = g.Ref
 	}
-	return ed25519.Verify(pub, e.signed(c.NS), e.Sig[:])
+	if c.memo != nil {
+		c.memo[h] = result
+	}
+	return result
 }
 
-// Purge lists the admitted entries that a newly admitted revoke makes
-// invalid: those signed under the revoked grant (directly or through
-// grants it made) that nothing valid acknowledges. The caller removes
-// them; they are rejected if they come again unacknowledged.
-func (c *Checker) Purge(revoke *Entry) []Hash {
+// Purge lists the admitted entries that revocations make invalid: those
+// signed under a revoked grant (directly or through grants its key made)
+// that nothing acknowledges. Call it after admitting a revoke; the caller
+// removes them, and they are refused if they come again unacknowledged.
+func (c *Checker) Purge() []Hash {
 	var cands []Hash
-	grants := []Hash{revoke.RefHash()}
+	seen := map[Hash]bool{}
+	grants := slices.Clone(c.Index.Revoked())
 	for len(grants) > 0 {
 		g := grants[len(grants)-1]
 		grants = grants[:len(grants)-1]
 		for _, h := range c.Index.SignedBy(g) {
+			if seen[h] {
+				continue
+			}
+			seen[h] = true
 			cands = append(cands, h)
 			if e, ok := c.Index.Entry(h); ok && e.Action == Grant {
 				grants = append(grants, h)
@@ -232,9 +316,12 @@ func (c *Checker) Purge(revoke *Entry) []Hash {
 	defer func() { c.Index = idx }()
 	for changed := true; changed; {
 		changed = false
+		c.memo = map[Hash]bool{}
 		for _, h := range cands {
-			e, ok := c.Index.Entry(h)
-			if ok && c.revoked(e.Signer) && !c.acked(h, map[Hash]bool{}) {
+			if gone[h] {
+				continue
+			}
+			if e, ok := c.Index.Entry(h); ok && !c.valid(h, e, map[Hash]bool{}) {
 				gone[h], changed = true, true
 			}
 		}
@@ -243,10 +330,23 @@ func (c *Checker) Purge(revoke *Entry) []Hash {
 	for _, h := range cands {
 		if gone[h] {
 			out = append(out, h)
-			delete(gone, h)
 		}
 	}
 	return out
+}
+
+// with adds one entry to an index (a held entry, as if admitted).
+type with struct {
+	Index
+	h Hash
+	e *Entry
+}
+
+func (w with) Entry(h Hash) (*Entry, bool) {
+	if h == w.h {
+		return w.e, true
+	}
+	return w.Index.Entry(h)
 }
 
 // without hides some entries of an index.
@@ -260,6 +360,14 @@ func (w without) Entry(h Hash) (*Entry, bool) {
 		return nil, false
 	}
 	return w.Index.Entry(h)
+}
+
+func (w without) Revoked() []Hash {
+	return slices.DeleteFunc(slices.Clone(w.Index.Revoked()), func(g Hash) bool { return len(w.Revokes(g)) == 0 })
+}
+
+func (w without) SignedBy(g Hash) []Hash {
+	return slices.DeleteFunc(slices.Clone(w.Index.SignedBy(g)), func(r Hash) bool { return w.gone[r] })
 }
 
 func (w without) Revokes(g Hash) []Hash {

@@ -34,6 +34,7 @@ type Pool struct {
 	held   map[Hash]Record
 	waits  map[Hash][]Hash // missing reference -> held entries
 	blocks map[Hash]Record // blocks nothing refers to yet
+	sigs   map[Hash]bool   // entries whose signature checked
 }
 
 // Held is the number of records waiting.
@@ -44,7 +45,7 @@ func (p *Pool) Held() int { return len(p.held) + len(p.blocks) }
 func (p *Pool) Ingest(st Store, r Record) (Outcome, error) {
 	var out Outcome
 	if p.held == nil {
-		p.held, p.waits, p.blocks = map[Hash]Record{}, map[Hash][]Hash{}, map[Hash]Record{}
+		p.held, p.waits, p.blocks, p.sigs = map[Hash]Record{}, map[Hash][]Hash{}, map[Hash]Record{}, map[Hash]bool{}
 	}
 	if p.Max == 0 {
 		p.Max = 100_000
@@ -71,7 +72,10 @@ func (p *Pool) Ingest(st Store, r Record) (Outcome, error) {
 			p.wantBlock(st, r.Block.Next, &queue, &out)
 			continue
 		}
-		c := Checker{NS: p.NS, Index: st, Waiting: p.waiting}
+		if len(p.sigs) > 4*p.Max {
+			clear(p.sigs)
+		}
+		c := Checker{NS: p.NS, Index: st, Waiting: p.waiting, Verified: p.sigs}
 		err := c.Check(r.Entry)
 		var miss *MissingError
 		switch {
@@ -98,7 +102,7 @@ func (p *Pool) Ingest(st Store, r Record) (Outcome, error) {
 		delete(p.held, r.Hash)
 		out.Admitted = append(out.Admitted, r)
 		if r.Entry.Action == Revoke {
-			if gone := c.Purge(r.Entry); len(gone) > 0 {
+			if gone := c.Purge(); len(gone) > 0 {
 				if err := st.Remove(gone); err != nil {
 					return out, err
 				}

@@ -136,18 +136,28 @@ func (c *Clock) Next() HLC {
 		now = c.Now
 	}
 	wall := HLC(now().UnixMilli()) << 16
-	if wall > c.last {
+	switch {
+	case wall > c.last:
 		c.last = wall
-	} else {
+	case c.last < ^HLC(0):
 		c.last++
 	}
 	return c.last
 }
 
+// MaxDrift is how far ahead of the local wall clock an observed reading
+// may be; readings further ahead are ignored, so one writer with a wild
+// clock cannot drag every clock with it.
+const MaxDrift = 24 * time.Hour
+
 // Observe moves the clock past a reading seen on another entry.
 func (c *Clock) Observe(h HLC) {
 	c.mu.Lock()
-	if h > c.last {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	if h > c.last && h.Time().Before(now().Add(MaxDrift)) {
 		c.last = h
 	}
 	c.mu.Unlock()

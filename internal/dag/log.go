@@ -34,6 +34,16 @@ func (l *Log) Referrers(h Hash) []Hash { return l.referrers[h] }
 // Revokes implements Index.
 func (l *Log) Revokes(g Hash) []Hash { return l.revokes[g] }
 
+// Revoked implements Index.
+func (l *Log) Revoked() []Hash {
+	out := make([]Hash, 0, len(l.revokes))
+	for g := range l.revokes {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b Hash) int { return slices.Compare(a[:], b[:]) })
+	return out
+}
+
 // SignedBy implements Index.
 func (l *Log) SignedBy(g Hash) []Hash { return l.signed[g] }
 

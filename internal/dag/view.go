@@ -30,6 +30,7 @@ type Version struct {
 	Path      string // the path the entry names
 	Content   []byte // inline content, object capability, link or revert target, mode
 	Authority int    // of its signer (Checker.Authority): lower wins
+	SignerKey string // the signer's public key (contributors are counted by key)
 	Complete  bool   // its content is all here (false for a write whose blocks are missing)
 }
 
@@ -86,13 +87,13 @@ func better(a *Version, ac int, b *Version, bc int, rules Rules) bool {
 // contributors counts the distinct signers of a head and the versions it
 // supersedes, directly or not.
 func contributors(head *Version, live map[Hash]*Version) int {
-	signers := map[Hash]bool{}
+	signers := map[string]bool{}
 	seen := map[Hash]bool{head.Hash: true}
 	stack := []*Version{head}
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		signers[v.Entry.Signer] = true
+		signers[v.SignerKey] = true
 		for _, p := range v.Entry.Supersedes() {
 			if pv, ok := live[p]; ok && !seen[p] {
 				seen[p] = true
@@ -152,8 +153,14 @@ func StateOf(v *Version, find func(Hash) *Version) State {
 		case Delete:
 			st.Type = Absent
 		case Revert, Link:
+			// The target must be among the entry's parents, so it is
+			// always there when the entry is: the view cannot depend on
+			// the order of arrival.
 			var h Hash
 			copy(h[:], v.Content)
+			if len(v.Content) != len(h) || !slices.Contains(v.Entry.Supersedes(), h) {
+				return State{Current: st.Current, Time: st.Time}
+			}
 			v = find(h)
 			continue
 		case Mode:
@@ -255,7 +262,7 @@ func BuildTree(l *Log, ns NSID, key ReadKey, rules Rules) *Tree {
 		}
 		_, content, _ := key.Open(e.Sealed)
 		v := &Version{Hash: h, Entry: e, Path: p, Content: content,
-			Authority: c.Authority(e.Signer), Complete: complete(l, e)}
+			Authority: c.Authority(e.Signer), SignerKey: c.SignerKey(e.Signer), Complete: complete(l, e)}
 		byHash[h] = v
 		t.Versions[p] = append(t.Versions[p], v)
 	})

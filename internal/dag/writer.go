@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -62,6 +63,17 @@ func (w *Writer) Root() *Entry {
 func (w *Writer) Entry(a Action, anchor Hash, prev []Hash, name string, content []byte) *Entry {
 	return w.Sign(&Entry{Action: a, Parents: append([]Hash{anchor}, prev...),
 		Size: uint64(len(content)), Sealed: w.Read.Seal(name, content)})
+}
+
+// Pointer makes a revert (restore target, an earlier entry of the same
+// path) or a hard link (show target, an entry of any path). The target is
+// named in the content and among the parents, so it is always present
+// where the pointer is.
+func (w *Writer) Pointer(a Action, anchor Hash, prev []Hash, name string, target Hash) *Entry {
+	if !slices.Contains(prev, target) {
+		prev = append(slices.Clone(prev), target)
+	}
+	return w.Entry(a, anchor, prev, name, target[:])
 }
 
 // File makes a write entry. Content up to InlineMax is sealed inline;

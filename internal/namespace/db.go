@@ -38,7 +38,7 @@ var (
 	bRev  = []byte("rev")  // grant|revoke -> nil
 	bSig  = []byte("sig")  // signer grant|entry -> nil
 	bWant = []byte("want") // block -> number of references
-	bOwn  = []byte("own")  // block -> the write entry whose chain it is in
+	bOwn  = []byte("own")  // block|entry -> nil: the writes whose chain a block is in
 	bDig  = []byte("dig")  // 2-byte prefix -> xor(32) | count(8)
 	bPath = []byte("path") // entry -> its path (replicas with the read key)
 	bHist = []byte("hist") // path \0 entry -> nil
@@ -46,6 +46,10 @@ var (
 	bMeta = []byte("meta") // readkey, rules, root digest
 	subs  = [][]byte{bRec, bRef, bRev, bSig, bWant, bOwn, bDig, bPath, bHist, bView, bMeta}
 )
+
+// poolMax bounds the records one namespace holds in memory while their
+// references are fetched.
+const poolMax = 20_000
 
 // Options configure a DB.
 type Options struct {
@@ -147,11 +151,18 @@ func (d *DB) Ingest(ns dag.NSID, raws [][]byte) (Result, error) {
 	defer d.mu.Unlock()
 	pool := d.pools[ns]
 	if pool == nil {
-		pool = &dag.Pool{NS: ns}
+		pool = &dag.Pool{NS: ns, Max: poolMax}
 		d.pools[ns] = pool
 	}
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		if tx.Bucket(ns[:]) == nil {
+			// A namespace exists here once something of it is admitted:
+			// junk sent for made-up namespaces leaves nothing behind.
+			defer func() {
+				if len(res.Admitted) == 0 {
+					tx.DeleteBucket(ns[:])
+				}
+			}()
 			b, err := tx.CreateBucket(ns[:])
 			if err != nil {
 				return err
@@ -293,6 +304,22 @@ func (d *DB) Hashes(ns dag.NSID, prefixes [][2]byte) []dag.Hash {
 			for k, _ := c.Seek(p[:]); k != nil && k[0] == p[0] && k[1] == p[1]; k, _ = c.Next() {
 				out = append(out, dag.Hash(k))
 			}
+		}
+		return nil
+	})
+	return out
+}
+
+// All lists every record of ns (a watcher compares lists to find what
+// arrived, whoever brought it).
+func (d *DB) All(ns dag.NSID) []dag.Hash {
+	var out []dag.Hash
+	d.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(ns[:]); b != nil {
+			b.Bucket(bRec).ForEach(func(k, _ []byte) error {
+				out = append(out, dag.Hash(k))
+				return nil
+			})
 		}
 		return nil
 	})

@@ -32,18 +32,18 @@ type gridNode struct {
 // emuGrid is N nodes in this process whose gossip and node-to-node HTTPS
 // run over an emulated network.
 type emuGrid struct {
-	t      testing.TB
-	tune   func(*memberlist.Config) // gossip timers; default: fast, for tests
+	t    testing.TB
+	tune func(*memberlist.Config) // gossip timers; default: fast, for tests
 	// onAdmit, if set, sees every record a node admits (benchmarks time
 	// arrivals with it).
 	onAdmit func(node int, raws [][]byte)
-	net    *linkemu.Network
-	nodes  []*gridNode
-	invite identity.Invite
-	ns     dag.NSID
-	key    dag.ReadKey
-	root   *dag.Writer
-	rootH  dag.Hash
+	net     *linkemu.Network
+	nodes   []*gridNode
+	invite  identity.Invite
+	ns      dag.NSID
+	key     dag.ReadKey
+	root    *dag.Writer
+	rootH   dag.Hash
 }
 
 func testLogger() *slog.Logger {

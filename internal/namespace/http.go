@@ -72,7 +72,11 @@ func API(db *DB, appendFn func(ns dag.NSID, raws [][]byte, fromSync bool) (Resul
 	}))
 	mux.HandleFunc("POST /v1/ns/{id}/digests", withNS(func(w http.ResponseWriter, r *http.Request, ns dag.NSID, body []byte) {
 		var out []byte
-		for len(body) > 0 {
+		for count := 0; len(body) > 0; count++ {
+			if count > 257 {
+				http.Error(w, "namespace: at most 257 digest prefixes", http.StatusBadRequest)
+				return
+			}
 			n := int(body[0])
 			if n > 1 || len(body) < 1+n {
 				http.Error(w, "namespace: bad digest prefixes", http.StatusBadRequest)
@@ -87,13 +91,17 @@ func API(db *DB, appendFn func(ns dag.NSID, raws [][]byte, fromSync bool) (Resul
 		w.Write(out)
 	}))
 	mux.HandleFunc("POST /v1/ns/{id}/hashes", withNS(func(w http.ResponseWriter, r *http.Request, ns dag.NSID, body []byte) {
-		if len(body)%2 != 0 {
-			http.Error(w, "namespace: leaves are 2 bytes each", http.StatusBadRequest)
+		if len(body)%2 != 0 || len(body) > 2*65536 {
+			http.Error(w, "namespace: at most 65536 leaves of 2 bytes", http.StatusBadRequest)
 			return
 		}
-		leaves := make([][2]byte, len(body)/2)
-		for i := range leaves {
-			leaves[i] = [2]byte{body[2*i], body[2*i+1]}
+		seen := map[[2]byte]bool{}
+		var leaves [][2]byte
+		for i := 0; i < len(body); i += 2 {
+			if l := [2]byte{body[i], body[i+1]}; !seen[l] {
+				seen[l] = true
+				leaves = append(leaves, l)
+			}
 		}
 		var out []byte
 		for _, h := range db.Hashes(ns, leaves) {
@@ -106,9 +114,13 @@ func API(db *DB, appendFn func(ns dag.NSID, raws [][]byte, fromSync bool) (Resul
 			http.Error(w, "namespace: body must be at most 131072 hashes of 32 bytes", http.StatusBadRequest)
 			return
 		}
-		hs := make([]dag.Hash, len(body)/32)
-		for i := range hs {
-			hs[i] = dag.Hash(body[32*i:])
+		seen := map[dag.Hash]bool{}
+		var hs []dag.Hash
+		for i := 0; i < len(body); i += 32 {
+			if h := dag.Hash(body[i:]); !seen[h] {
+				seen[h] = true
+				hs = append(hs, h)
+			}
 		}
 		w.Write(frame(db.Get(ns, hs)))
 	}))

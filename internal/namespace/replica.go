@@ -250,7 +250,18 @@ func (r *Replica) antiEntropy() {
 		case <-r.kick:
 			t.Stop()
 		}
-		r.SyncOnce(context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			select {
+			case <-r.stop:
+				cancel()
+			case <-done:
+			}
+		}()
+		r.SyncOnce(ctx)
+		close(done)
+		cancel()
 	}
 }
 
@@ -289,7 +300,10 @@ func (r *Replica) SyncOnce(ctx context.Context) {
 		if err != nil {
 			r.syncFails.Add(1)
 			r.log.Debug("anti-entropy", "ns", ns, "err", err)
-			return
+			if ctx.Err() != nil {
+				return
+			}
+			continue
 		}
 	}
 	r.syncs.Add(1)

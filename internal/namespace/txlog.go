@@ -115,15 +115,15 @@ func (l *txLog) Admit(r dag.Record) error {
 		return err
 	}
 	if b := r.Block; b != nil {
-		owner := l.b.Bucket(bOwn).Get(r.Hash[:])
+		owners := l.scan(bOwn, r.Hash)
 		if !b.Next.IsZero() {
 			l.want(b.Next, 1)
-			if owner != nil {
-				l.b.Bucket(bOwn).Put(b.Next[:], slices.Clone(owner))
-			}
 		}
-		if owner != nil {
-			l.touch(dag.Hash(owner))
+		for _, o := range owners {
+			if !b.Next.IsZero() {
+				l.b.Bucket(bOwn).Put(pair(b.Next, o), nil)
+			}
+			l.touch(o)
 		}
 		return nil
 	}
@@ -139,7 +139,15 @@ func (l *txLog) Admit(r dag.Record) error {
 	if e.Kind == dag.Blocks {
 		first := e.RefHash()
 		l.want(first, 1)
-		l.b.Bucket(bOwn).Put(first[:], r.Hash[:])
+		// Every block of the chain already here gets this owner too.
+		for h, n := first, 0; !h.IsZero() && n < 1<<20; n++ {
+			l.b.Bucket(bOwn).Put(pair(h, r.Hash), nil)
+			blk, ok := l.block(h)
+			if !ok {
+				break
+			}
+			h = blk.Next
+		}
 	}
 	if l.key != nil {
 		l.place(r.Hash, e)
@@ -154,6 +162,9 @@ func (l *txLog) Remove(hs []dag.Hash) error {
 			continue
 		}
 		l.touch(h)
+		for _, r := range l.Referrers(h) {
+			l.touch(r) // a revert or link that pointed at h
+		}
 		l.b.Bucket(bRec).Delete(h[:])
 		l.digest(h, -1)
 		l.cache[h] = nil
@@ -175,7 +186,9 @@ func (l *txLog) Remove(hs []dag.Hash) error {
 					break
 				}
 				l.b.Bucket(bRec).Delete(b[:])
-				l.b.Bucket(bOwn).Delete(b[:])
+				for _, o := range l.scan(bOwn, b) {
+					l.b.Bucket(bOwn).Delete(pair(b, o))
+				}
 				l.digest(b, -1)
 				b = blk.Next
 			}
@@ -247,7 +260,7 @@ func (l *txLog) version(h dag.Hash) *dag.Version {
 	}
 	c := dag.Checker{NS: l.ns, Index: l}
 	return &dag.Version{Hash: h, Entry: e, Path: string(p), Content: content,
-		Authority: c.Authority(e.Signer), Complete: l.complete(e)}
+		Authority: c.Authority(e.Signer), SignerKey: c.SignerKey(e.Signer), Complete: l.complete(e)}
 }
 
 func (l *txLog) complete(e *dag.Entry) bool {
@@ -384,4 +397,16 @@ func decodeState(v []byte) (row, bool) {
 	copy(r.Data[:], v[40:72])
 	r.Target = string(v[72:])
 	return r, true
+}
+
+// Revoked lists the grants with an admitted revoke.
+func (l *txLog) Revoked() []dag.Hash {
+	var out []dag.Hash
+	c := l.b.Bucket(bRev).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		if g := dag.Hash(k[:32]); len(out) == 0 || out[len(out)-1] != g {
+			out = append(out, g)
+		}
+	}
+	return out
 }
