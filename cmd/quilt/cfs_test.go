@@ -153,6 +153,15 @@ func TestConfigFilesystemProcesses(t *testing.T) {
 		return err == nil && out == big
 	})
 
+	// A file over 256 KiB goes to the grid as an erasure-coded object; the
+	// entry holds its capability.
+	huge := strings.Repeat("0123456789abcdef", 20<<10) // 320 KiB
+	must(cfs("alice", 0, huge, "write", "/srv/image.bin"))
+	eventually("bob reads the object-backed file", func() bool {
+		out, err := cfs("bob", 1, "", "cat", "/srv/image.bin")
+		return err == nil && out == huge
+	})
+
 	// bob's key: refused before a grant, allowed under /etc after,
 	// refused outside /etc, refused after revocation.
 	pub := strings.TrimSpace(must(cfs("bob", 1, "", "genkey")))
@@ -171,6 +180,12 @@ func TestConfigFilesystemProcesses(t *testing.T) {
 	if !strings.Contains(keys, "bob") || !strings.Contains(keys, "/etc") {
 		t.Fatalf("keys:\n%s", keys)
 	}
+	// A revocation keeps what the revoker has seen: wait until bob's
+	// write has reached alice's node.
+	eventually("alice sees bob's file", func() bool {
+		out, err := cfs("alice", 0, "", "cat", "/etc/bob.conf")
+		return err == nil && out == "from bob\n"
+	})
 	must(cfs("alice", 0, "", "revoke", "bob"))
 	eventually("bob's key is refused after revocation", func() bool {
 		_, err := cfs("bob", 1, "again\n", "write", "/etc/bob2.conf")

@@ -131,7 +131,21 @@ func (c *cfs) write(ctx context.Context, p, file string) error {
 			return w.File(a, h, n, head)
 		})
 	}
-	rc, _, err := c.sess.objects.Put(ctx, io.MultiReader(bytes.NewReader(head), in), -1, codec.DefaultParams(), 0)
+	// Shares on as many distinct nodes as the grid has, up to 7 of 10
+	// (quilt put's default); a small grid holds several shares a node.
+	ms, err := c.sess.nodes.Members(ctx, time.Minute)
+	if err != nil {
+		return err
+	}
+	happy := 0
+	for _, m := range ms {
+		if m.State == member.Alive {
+			happy++
+		}
+	}
+	p10 := codec.DefaultParams()
+	happy = max(1, min(happy, 7, p10.N))
+	rc, _, err := c.sess.objects.Put(ctx, io.MultiReader(bytes.NewReader(head), in), -1, p10, happy)
 	if err != nil {
 		return err
 	}
