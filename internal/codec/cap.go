@@ -106,6 +106,11 @@ func decodeCap(s, prefix string, secretLen int, root *sharefile.Hash, p *Params,
 	if err != nil {
 		return nil, fmt.Errorf("%w: not valid base32 (was it cut or mistyped?)", ErrBadCap)
 	}
+	// The last character may carry unused bits; only the canonical
+	// spelling is a capability, so one object has one capability string.
+	if !strings.EqualFold(b32.EncodeToString(b), s[len(prefix):]) {
+		return nil, fmt.Errorf("%w: not in canonical form (was it mistyped?)", ErrBadCap)
+	}
 	if len(b) < 1+secretLen+32+2+2+2 {
 		return nil, fmt.Errorf("%w: too short (was it cut?)", ErrBadCap)
 	}
