@@ -284,24 +284,45 @@ func TestConflictRules(t *testing.T) {
 			t.Fatalf("got %q, want %q (higher hash)", got, want)
 		}
 	})
-	t.Run("object: last writer wins", func(t *testing.T) {
+	// Object namespaces are flat: keys (with their '/') in the root.
+	flat := func(t *testing.T) (setup, *Writer, *Writer) {
 		s := mk(t)
-		late := s.alice.Entry(Write, s.etc, nil, "f", []byte("late"))
+		apub, apriv := newKey(t)
+		bpub, bpriv := newKey(t)
+		a := s.w.writer(apriv, s.w.add(s.w.root.GrantKey(s.root, "alice", apub)))
+		b := s.w.writer(bpriv, s.w.add(s.w.root.GrantKey(s.root, "bob", bpub)))
+		return s, a, b
+	}
+	t.Run("object: last writer wins", func(t *testing.T) {
+		s, alice, bob := flat(t)
+		late := alice.Entry(Write, s.root, nil, "photos/2026/a.jpg", []byte("late"))
 		s.w.now = s.w.now.Add(-time.Minute)
-		early := s.bob.Entry(Write, s.etc, nil, "f", []byte("early"))
+		early := bob.Entry(Write, s.root, nil, "photos/2026/a.jpg", []byte("early"))
 		s.w.add(early)
 		s.w.add(late)
-		if got := content(s, ObjectRules, "/etc/f"); got != "late" {
+		if got := content(s, ObjectRules, "/photos/2026/a.jpg"); got != "late" {
 			t.Fatalf("got %q, want the later write", got)
 		}
 	})
 	t.Run("object: authority before time", func(t *testing.T) {
-		s := mk(t)
-		s.w.add(s.w.root.Entry(Write, s.etc, nil, "f", []byte("root")))
+		s, alice, _ := flat(t)
+		s.w.add(s.w.root.Entry(Write, s.root, nil, "k", []byte("root")))
 		s.w.now = s.w.now.Add(time.Hour)
-		s.w.add(s.alice.Entry(Write, s.etc, nil, "f", []byte("alice, later")))
-		if got := content(s, ObjectRules, "/etc/f"); got != "root" {
+		s.w.add(alice.Entry(Write, s.root, nil, "k", []byte("alice, later")))
+		if got := content(s, ObjectRules, "/k"); got != "root" {
 			t.Fatalf("got %q, want root's", got)
+		}
+	})
+	t.Run("object: keys are flat and kept as given", func(t *testing.T) {
+		s, alice, _ := flat(t)
+		for _, k := range []string{"a//b", "../x", "dir/", "/lead"} {
+			s.w.add(alice.Entry(Write, s.root, nil, k, []byte(k)))
+		}
+		tr := s.w.tree(ObjectRules)
+		for _, k := range []string{"a//b", "../x", "dir/", "/lead"} {
+			if st, ok := tr.Paths["/"+k]; !ok || string(st.Data.Content) != k {
+				t.Errorf("key %q not kept as given", k)
+			}
 		}
 	})
 	t.Run("supersede beats everything", func(t *testing.T) {

@@ -3,7 +3,6 @@ package dag
 import (
 	"bytes"
 	"cmp"
-	"path"
 	"slices"
 	"strings"
 )
@@ -240,14 +239,14 @@ func BuildTree(l *Log, ns NSID, key ReadKey, rules Rules) *Tree {
 			paths[h] = "/"
 			return "/", true
 		}
-		if CheckName(name) != nil {
-			return "", false
-		}
 		dir, ok := pathOf(e.Anchor(), depth+1)
 		if !ok {
 			return "", false
 		}
-		p := path.Join(dir, name)
+		p, ok := JoinName(dir, name, rules)
+		if !ok {
+			return "", false
+		}
 		paths[h] = p
 		return p, true
 	}
@@ -279,12 +278,9 @@ func BuildTree(l *Log, ns NSID, key ReadKey, rules Rules) *Tree {
 	}
 	// A path shows only if every directory above it does.
 	for p := range t.Paths {
-		for d := path.Dir(p); p != "/"; d = path.Dir(d) {
+		for d := ParentDir(p, rules); d != ""; d = ParentDir(d, rules) {
 			if t.Paths[d].Type != Dir {
 				delete(t.Paths, p)
-				break
-			}
-			if d == "/" {
 				break
 			}
 		}

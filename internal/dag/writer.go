@@ -4,8 +4,10 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // NewNamespace makes a root key; its public half is the namespace's ID.
@@ -37,6 +39,51 @@ func CheckName(name string) error {
 		return fmt.Errorf("dag: name %q contains '/' or NUL", name)
 	}
 	return nil
+}
+
+// MaxKey is the longest key of an object namespace (S3's limit).
+const MaxKey = 1024
+
+// CheckKey reports whether key is usable in an object namespace: 1 to
+// 1024 bytes of UTF-8 without NUL. Object namespaces are flat: a key's
+// '/' are part of the key, not directories.
+func CheckKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("dag: empty key")
+	case len(key) > MaxKey:
+		return fmt.Errorf("dag: key longer than %d bytes", MaxKey)
+	case !utf8.ValidString(key) || strings.ContainsRune(key, 0):
+		return fmt.Errorf("dag: key is not UTF-8 without NUL")
+	}
+	return nil
+}
+
+// JoinName is the path of an entry named name in directory dir. Config
+// namespaces are trees of names without '/'; object namespaces are flat,
+// every key in the root directory, so the path is "/" and the key as is.
+func JoinName(dir, name string, rules Rules) (string, bool) {
+	if rules == ObjectRules {
+		if dir != "/" || CheckKey(name) != nil {
+			return "", false
+		}
+		return "/" + name, true
+	}
+	if CheckName(name) != nil {
+		return "", false
+	}
+	return path.Join(dir, name), true
+}
+
+// ParentDir is the directory holding path p ("" for the root).
+func ParentDir(p string, rules Rules) string {
+	if p == "/" {
+		return ""
+	}
+	if rules == ObjectRules {
+		return "/"
+	}
+	return path.Dir(p)
 }
 
 // Sign sets the entry's signer, time (if unset) and signature.

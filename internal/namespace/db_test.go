@@ -255,3 +255,49 @@ func getAll(ref *dag.Log, hs []dag.Hash) [][]byte {
 	}
 	return out
 }
+
+// TestObjectKeys: in an object namespace keys are flat, kept as given
+// ("a//b", "../x"), listed in byte order, and a prefix is a range scan.
+func TestObjectKeys(t *testing.T) {
+	ns, priv, _ := dag.NewNamespace()
+	key, _ := dag.NewReadKey()
+	w := &dag.Writer{NS: ns, Key: priv, Read: key}
+	d := openDB(t, t.TempDir())
+	defer d.Close()
+	if err := d.Open(ns, &key, dag.ObjectRules); err != nil {
+		t.Fatal(err)
+	}
+	root := w.Root()
+	keys := []string{"photos/2026/b.jpg", "a//b", "../x", "photos/2026/a.jpg", "photos-old", "photos/", "z", "/lead"}
+	recs := [][]byte{root.Encode()}
+	for _, k := range keys {
+		recs = append(recs, w.Entry(dag.Write, root.Hash(), nil, k, []byte(k)).Encode())
+	}
+	if res, err := d.Ingest(ns, recs); err != nil || len(res.Admitted) != len(recs) {
+		t.Fatalf("ingest: %v %+v", err, res)
+	}
+	var got []string
+	d.Scan(ns, "/", "", func(it Info) bool { got = append(got, it.Name); return true })
+	want := slices.Clone(keys)
+	slices.Sort(want)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("keys in order %q, want %q", got, want)
+	}
+	var photos []string
+	d.Scan(ns, "/", "photos/", func(it Info) bool {
+		if !strings.HasPrefix(it.Name, "photos/") {
+			return false
+		}
+		photos = append(photos, it.Name)
+		return true
+	})
+	if fmt.Sprint(photos) != "[photos/2026/a.jpg photos/2026/b.jpg]" {
+		t.Fatalf("prefix scan from photos/: %q", photos)
+	}
+	for _, k := range keys {
+		info, err := d.Stat(ns, "/"+k)
+		if err != nil || info.Name != k {
+			t.Fatalf("stat %q: %+v %v", k, info, err)
+		}
+	}
+}

@@ -44,22 +44,23 @@ func Clean(p string) string { return path.Clean("/" + p) }
 
 // lookup reads a view row and checks every directory above it shows.
 func (l *txLog) lookup(p string) (Info, bool) {
-	p = Clean(p)
+	p = l.norm(p)
 	view := l.b.Bucket(bView)
-	r, ok := decodeState(view.Get(viewKey(p)))
+	r, ok := decodeState(view.Get(viewKey(p, l.rules)))
 	if !ok {
 		return Info{}, false
 	}
-	for d := path.Dir(p); p != "/"; d = path.Dir(d) {
-		dr, ok := decodeState(view.Get(viewKey(d)))
+	for d := dag.ParentDir(p, l.rules); d != ""; d = dag.ParentDir(d, l.rules) {
+		dr, ok := decodeState(view.Get(viewKey(d, l.rules)))
 		if !ok || dr.Type != dag.Dir {
 			return Info{}, false
 		}
-		if d == "/" {
-			break
-		}
 	}
-	return Info{Path: p, Name: path.Base(p), Type: r.Type, Exec: r.Exec, Size: r.Size, Time: r.Time,
+	name := ""
+	if p != "/" {
+		name = baseName(p, dag.ParentDir(p, l.rules))
+	}
+	return Info{Path: p, Name: name, Type: r.Type, Exec: r.Exec, Size: r.Size, Time: r.Time,
 		Current: r.Current, Data: r.Data, Target: r.Target}, true
 }
 
@@ -80,37 +81,48 @@ func (d *DB) Stat(ns dag.NSID, p string) (Info, error) {
 // after (all if limit <= 0), in name order: one index scan.
 func (d *DB) List(ns dag.NSID, dir string, after string, limit int) ([]Info, error) {
 	var out []Info
-	err := d.view(ns, func(l *txLog) error {
-		dir = Clean(dir)
+	err := d.Scan(ns, dir, after, func(it Info) bool {
+		out = append(out, it)
+		return limit <= 0 || len(out) < limit
+	})
+	return out, err
+}
+
+// Scan calls f for the entries of directory dir whose names sort after
+// from (or all, for ""), in byte order of names, until f returns false.
+// In an object namespace dir is "/" and the names are the keys, so a key
+// prefix is a range: start at the prefix, stop when names leave it.
+func (d *DB) Scan(ns dag.NSID, dir string, from string, f func(Info) bool) error {
+	return d.view(ns, func(l *txLog) error {
+		dir = l.norm(dir)
 		info, ok := l.lookup(dir)
 		if !ok {
 			return fmt.Errorf("%w: %s", ErrNotFound, dir)
 		}
 		if info.Type != dag.Dir {
-			out = append(out, info)
+			f(info)
 			return nil
 		}
 		prefix := append([]byte(strings.TrimSuffix(dir, "/")), 0)
 		c := l.b.Bucket(bView).Cursor()
-		k, v := c.Seek(append(slices.Clone(prefix), after...))
+		k, v := c.Seek(append(slices.Clone(prefix), from...))
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			name := string(k[len(prefix):])
-			if name == after || name == "/" {
+			if name == from || name == "" {
 				continue
 			}
 			r, ok := decodeState(v)
 			if !ok {
 				continue
 			}
-			out = append(out, Info{Path: path.Join(dir, name), Name: name, Type: r.Type, Exec: r.Exec,
-				Size: r.Size, Time: r.Time, Current: r.Current, Data: r.Data, Target: r.Target})
-			if limit > 0 && len(out) >= limit {
+			p, _ := dag.JoinName(dir, name, l.rules)
+			if !f(Info{Path: p, Name: name, Type: r.Type, Exec: r.Exec,
+				Size: r.Size, Time: r.Time, Current: r.Current, Data: r.Data, Target: r.Target}) {
 				break
 			}
 		}
 		return nil
 	})
-	return out, err
 }
 
 // Version is one entry of a path's history.
@@ -120,7 +132,7 @@ type Version = dag.Version
 func (d *DB) History(ns dag.NSID, p string) ([]*Version, error) {
 	var out []*Version
 	err := d.view(ns, func(l *txLog) error {
-		out = l.versions(Clean(p))
+		out = l.versions(l.norm(p))
 		slices.SortFunc(out, func(a, b *Version) int {
 			if c := cmp.Compare(a.Entry.Time, b.Entry.Time); c != 0 {
 				return c
@@ -137,7 +149,7 @@ func (d *DB) History(ns dag.NSID, p string) ([]*Version, error) {
 func (d *DB) Heads(ns dag.NSID, p string) ([]dag.Hash, error) {
 	var out []dag.Hash
 	err := d.view(ns, func(l *txLog) error {
-		vs := l.versions(Clean(p))
+		vs := l.versions(l.norm(p))
 		sup := map[dag.Hash]bool{}
 		for _, v := range vs {
 			for _, s := range v.Entry.Supersedes() {

@@ -3,7 +3,6 @@ package namespace
 import (
 	"bytes"
 	"encoding/binary"
-	"path"
 	"slices"
 	"strings"
 
@@ -204,13 +203,34 @@ func (l *txLog) Remove(hs []dag.Hash) error {
 
 func histKey(p string, h dag.Hash) []byte { return append(append([]byte(p), 0), h[:]...) }
 
-// viewKey is dir \0 name, so a directory's children are adjacent.
-func viewKey(p string) []byte {
-	dir, name := path.Split(p)
+// viewKey is dir \0 name, so a directory's children are adjacent and in
+// byte order of their names; the root is the key "\0" alone.
+func viewKey(p string, rules dag.Rules) []byte {
 	if p == "/" {
-		dir, name = "", "/"
+		return []byte{0}
 	}
-	return append(append([]byte(strings.TrimSuffix(dir, "/")), 0), name...)
+	dir := dag.ParentDir(p, rules)
+	return append(append([]byte(strings.TrimSuffix(dir, "/")), 0), baseName(p, dir)...)
+}
+
+// baseName is the last name of p, in directory dir.
+func baseName(p, dir string) string {
+	if dir == "/" {
+		return p[1:]
+	}
+	return p[len(dir)+1:]
+}
+
+// norm is how a path given by a caller is looked up: cleaned in a config
+// namespace; as given (a key may hold "//" or "..") in an object one.
+func (l *txLog) norm(p string) string {
+	if l.rules == dag.ObjectRules {
+		if !strings.HasPrefix(p, "/") {
+			p = "/" + p
+		}
+		return p
+	}
+	return Clean(p)
 }
 
 // place records the path of a newly admitted entry and marks it dirty.
@@ -227,10 +247,13 @@ func (l *txLog) place(h dag.Hash, e *dag.Entry) {
 		return
 	default:
 		dir := l.b.Bucket(bPath).Get(e.Anchor().Bytes())
-		if dir == nil || dag.CheckName(name) != nil {
+		if dir == nil {
 			return
 		}
-		p = path.Join(string(dir), name)
+		var ok bool
+		if p, ok = dag.JoinName(string(dir), name, l.rules); !ok {
+			return
+		}
 	}
 	l.b.Bucket(bPath).Put(h[:], []byte(p))
 	l.b.Bucket(bHist).Put(histKey(p, h), nil)
@@ -299,15 +322,15 @@ func (l *txLog) updateView() error {
 	for p := range l.dirty {
 		w := dag.Resolve(l.versions(p), l.rules)
 		if w == nil {
-			view.Delete(viewKey(p))
+			view.Delete(viewKey(p, l.rules))
 			continue
 		}
 		st := dag.StateOf(w, l.version)
 		if st.Type == dag.Absent {
-			view.Delete(viewKey(p))
+			view.Delete(viewKey(p, l.rules))
 			continue
 		}
-		if err := view.Put(viewKey(p), encodeState(st)); err != nil {
+		if err := view.Put(viewKey(p, l.rules), encodeState(st)); err != nil {
 			return err
 		}
 	}
