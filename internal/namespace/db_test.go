@@ -291,7 +291,7 @@ func TestObjectKeys(t *testing.T) {
 		photos = append(photos, it.Name)
 		return true
 	})
-	if fmt.Sprint(photos) != "[photos/2026/a.jpg photos/2026/b.jpg]" {
+	if fmt.Sprint(photos) != "[photos/ photos/2026/a.jpg photos/2026/b.jpg]" {
 		t.Fatalf("prefix scan from photos/: %q", photos)
 	}
 	for _, k := range keys {

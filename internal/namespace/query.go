@@ -82,14 +82,17 @@ func (d *DB) Stat(ns dag.NSID, p string) (Info, error) {
 func (d *DB) List(ns dag.NSID, dir string, after string, limit int) ([]Info, error) {
 	var out []Info
 	err := d.Scan(ns, dir, after, func(it Info) bool {
+		if it.Name == after {
+			return true
+		}
 		out = append(out, it)
 		return limit <= 0 || len(out) < limit
 	})
 	return out, err
 }
 
-// Scan calls f for the entries of directory dir whose names sort after
-// from (or all, for ""), in byte order of names, until f returns false.
+// Scan calls f for the entries of directory dir whose names sort at or
+// after from, in byte order of names, until f returns false.
 // In an object namespace dir is "/" and the names are the keys, so a key
 // prefix is a range: start at the prefix, stop when names leave it.
 func (d *DB) Scan(ns dag.NSID, dir string, from string, f func(Info) bool) error {
@@ -108,7 +111,7 @@ func (d *DB) Scan(ns dag.NSID, dir string, from string, f func(Info) bool) error
 		k, v := c.Seek(append(slices.Clone(prefix), from...))
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			name := string(k[len(prefix):])
-			if name == from || name == "" {
+			if name == "" {
 				continue
 			}
 			r, ok := decodeState(v)

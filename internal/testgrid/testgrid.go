@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/sharefile"
@@ -39,6 +40,8 @@ type Grid struct {
 	t      testing.TB
 	opt    Options
 	Nodes  []*node.Node // nil where killed
+	// Replicas are the nodes' namespace replicas (nil where killed).
+	Replicas []*namespace.Replica
 	Dirs   []string
 	Invite identity.Invite
 	addrs  [][2]string // API and gossip address of each node, kept for restarts
@@ -68,7 +71,7 @@ func logger() *slog.Logger {
 func New(t testing.TB, opt Options) *Grid {
 	t.Helper()
 	g := &Grid{t: t, opt: opt, Nodes: make([]*node.Node, opt.Nodes), Dirs: make([]string, opt.Nodes),
-		addrs: make([][2]string, opt.Nodes)}
+		addrs: make([][2]string, opt.Nodes), Replicas: make([]*namespace.Replica, opt.Nodes)}
 	t.Cleanup(g.Stop)
 	for i := range opt.Nodes {
 		g.Dirs[i] = t.TempDir()
@@ -104,13 +107,22 @@ func (g *Grid) start(i int, join bool) {
 		inv := g.liveInvite()
 		cfg.Join = &inv
 	}
+	// Every node replicates namespaces, as quilt node does.
+	db, err := namespace.OpenDB(g.Dirs[i]+"/ns.db", namespace.Options{NoSync: true})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	rep := namespace.NewReplica(namespace.ReplicaConfig{DB: db, SyncInterval: time.Second, Logger: cfg.Logger})
+	cfg.Messages, cfg.Mount = rep, rep.Mount
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
+		rep.Close()
+		db.Close()
 		g.t.Fatalf("start node %d: %v", i, err)
 	}
-	g.Nodes[i] = n
+	g.Nodes[i], g.Replicas[i] = n, rep
 	g.addrs[i] = [2]string{n.Addr(), n.GossipAddr()}
 	if i == 0 && !join {
 		g.Invite = n.Invite()
@@ -170,6 +182,9 @@ func (g *Grid) Kill(i int) {
 	if g.Nodes[i] != nil {
 		g.Nodes[i].Kill()
 		g.Nodes[i] = nil
+		g.Replicas[i].Close()
+		g.Replicas[i].DB().Close()
+		g.Replicas[i] = nil
 	}
 }
 

@@ -1,0 +1,645 @@
+// Package gateway is what every object front end (S3 now, Swift next)
+// needs below its protocol (layer 5): buckets as object namespaces, access
+// keys with per-bucket permissions, and objects put and read as streams —
+// small ones inline in the namespace entry, larger ones as encrypted,
+// erasure-coded grid objects.
+//
+// A gateway is the trusted party of DESIGN.md: it holds the namespaces'
+// keys, and storage nodes see only ciphertext. Its state is itself a
+// namespace — the registry, a config namespace whose root key lives in the
+// gateway's directory — holding the buckets (their IDs, read keys and
+// root keys) and the access keys. Gateways that share the registry's
+// capability and key serve the same buckets: each keeps its own replica of
+// the namespaces, syncs it with the grid's nodes, and sees another's writes
+// as soon as their entries reach it.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/dag"
+	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/namespace"
+	"github.com/quilt-grid/quilt/internal/node"
+	"github.com/quilt-grid/quilt/internal/object"
+)
+
+// Errors every front end maps to its protocol's.
+var (
+	ErrNoBucket     = errors.New("gateway: no such bucket")
+	ErrBucketExists = errors.New("gateway: bucket exists")
+	ErrNotEmpty     = errors.New("gateway: bucket not empty")
+	ErrBadBucket    = errors.New("gateway: invalid bucket name")
+	ErrNoKey        = errors.New("gateway: no such key")
+	ErrBadKey       = errors.New("gateway: invalid key")
+	ErrDenied       = errors.New("gateway: access denied")
+	ErrNoGrid       = errors.New("gateway: no node of the grid answered")
+)
+
+// Perm is what an access key may do with a bucket.
+type Perm int
+
+// Permissions, each including the ones before it.
+const (
+	None Perm = iota
+	Read
+	Write
+	Owner
+)
+
+func (p Perm) String() string { return [...]string{"none", "read", "write", "owner"}[p] }
+
+// ParsePerm reads "read", "write" or "owner".
+func ParsePerm(s string) (Perm, error) {
+	for p := Read; p <= Owner; p++ {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return None, fmt.Errorf("gateway: permission is read, write or owner, not %q", s)
+}
+
+// Config configures a gateway.
+type Config struct {
+	Dir     string         // state: registry key and capability, replica (required)
+	Nodes   *node.Client   // the grid's nodes
+	Objects *object.Client // objects on the grid
+	// Inline is the largest object kept in its namespace entry rather
+	// than as a grid object; default 4096.
+	Inline int
+	// SyncEvery is how often the gateway pulls changes from the grid;
+	// default 1 s. Lists also pull first.
+	SyncEvery time.Duration
+	NoSync    bool // no fsync of the replica (tests)
+	Logger    *slog.Logger
+}
+
+// Gateway serves buckets and objects.
+type Gateway struct {
+	cfg      Config
+	db       *namespace.DB
+	log      *slog.Logger
+	registry bucket // the gateway's own namespace
+
+	mu      sync.Mutex
+	peer    *namespace.HTTPPeer
+	buckets map[string]*bucket
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// bucket is an open object namespace.
+type bucket struct {
+	name  string
+	ns    dag.NSID
+	key   dag.ReadKey
+	w     *dag.Writer
+	rules dag.Rules
+}
+
+var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+func enc(b []byte) string { return strings.ToLower(b32.EncodeToString(b)) }
+func dec(s string) ([]byte, error) {
+	return b32.DecodeString(strings.ToUpper(s))
+}
+
+// registryFile is DIR/registry: the registry namespace's capability and
+// root key, which is all a second gateway needs to serve the same
+// buckets.
+type registryFile struct {
+	ID      string `json:"id"`
+	ReadKey string `json:"readkey"`
+	RootKey string `json:"rootkey"`
+}
+
+// Open opens (creating on first use) the gateway in cfg.Dir and brings its
+// replica up to date with the grid.
+func Open(ctx context.Context, cfg Config) (*Gateway, error) {
+	if cfg.Inline <= 0 {
+		cfg.Inline = 4096
+	}
+	if cfg.SyncEvery <= 0 {
+		cfg.SyncEvery = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	reg, fresh, err := loadRegistry(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := namespace.OpenDB(filepath.Join(cfg.Dir, "ns.db"), namespace.Options{NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, db: db, log: cfg.Logger, buckets: map[string]*bucket{}, stop: make(chan struct{})}
+	if g.registry, err = openBucket(db, "", reg, dag.ConfigRules); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if fresh {
+		// The registry's root and its two directories.
+		root := g.registry.w.Root()
+		recs := [][]byte{root.Encode(),
+			g.registry.w.Entry(dag.Mkdir, root.Hash(), nil, "buckets", nil).Encode(),
+			g.registry.w.Entry(dag.Mkdir, root.Hash(), nil, "keys", nil).Encode()}
+		if err := g.commit(ctx, &g.registry, recs); err != nil {
+			db.Close()
+			return nil, err
+		}
+	} else if err := g.sync(ctx, &g.registry); err != nil {
+		g.log.Warn("gateway: registry not synced with the grid", "err", err)
+	}
+	g.wg.Add(1)
+	go g.background()
+	return g, nil
+}
+
+func loadRegistry(dir string) (registryFile, bool, error) {
+	p := filepath.Join(dir, "registry")
+	var reg registryFile
+	b, err := os.ReadFile(p)
+	if err == nil {
+		if err := json.Unmarshal(b, &reg); err != nil {
+			return reg, false, fmt.Errorf("gateway: %s: %w", p, err)
+		}
+		return reg, false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return reg, false, err
+	}
+	id, priv, err := dag.NewNamespace()
+	if err != nil {
+		return reg, false, err
+	}
+	rk, err := dag.NewReadKey()
+	if err != nil {
+		return reg, false, err
+	}
+	reg = registryFile{ID: id.String(), ReadKey: rk.String(), RootKey: enc(priv.Seed())}
+	b, _ = json.MarshalIndent(reg, "", "  ")
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return reg, false, err
+	}
+	return reg, true, os.Rename(tmp, p)
+}
+
+func openBucket(db *namespace.DB, name string, f registryFile, rules dag.Rules) (bucket, error) {
+	id, err := dag.ParseNSID(f.ID)
+	if err != nil {
+		return bucket{}, err
+	}
+	rk, err := dag.ParseReadKey(f.ReadKey)
+	if err != nil {
+		return bucket{}, err
+	}
+	seed, err := dec(f.RootKey)
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return bucket{}, fmt.Errorf("gateway: damaged root key of %q", name)
+	}
+	if err := db.Open(id, &rk, rules); err != nil {
+		return bucket{}, err
+	}
+	return bucket{name: name, ns: id, key: rk, rules: rules,
+		w: &dag.Writer{NS: id, Key: ed25519.NewKeyFromSeed(seed), Read: rk, Clock: db.Clock()}}, nil
+}
+
+// Close stops the gateway.
+func (g *Gateway) Close() error {
+	close(g.stop)
+	g.wg.Wait()
+	return g.db.Close()
+}
+
+// background pulls changes from the grid.
+func (g *Gateway) background() {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.SyncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		g.sync(ctx, &g.registry)
+		g.mu.Lock()
+		bs := make([]*bucket, 0, len(g.buckets))
+		for _, b := range g.buckets {
+			bs = append(bs, b)
+		}
+		g.mu.Unlock()
+		for _, b := range bs {
+			g.sync(ctx, b)
+		}
+		cancel()
+	}
+}
+
+// nodePeer returns a node to talk to, picking an alive one if need be.
+func (g *Gateway) nodePeer(ctx context.Context) (*namespace.HTTPPeer, error) {
+	g.mu.Lock()
+	p := g.peer
+	g.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	ms, err := g.cfg.Nodes.Members(ctx, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoGrid, err)
+	}
+	for _, m := range ms {
+		if m.State != member.Alive {
+			continue
+		}
+		cand := &namespace.HTTPPeer{Client: g.cfg.Nodes.HTTP(), Base: "https://" + m.ID}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := cand.Namespaces(cctx)
+		cancel()
+		if err == nil {
+			g.mu.Lock()
+			g.peer = cand
+			g.mu.Unlock()
+			return cand, nil
+		}
+	}
+	return nil, ErrNoGrid
+}
+
+func (g *Gateway) dropPeer(p *namespace.HTTPPeer) {
+	g.mu.Lock()
+	if g.peer == p {
+		g.peer = nil
+	}
+	g.mu.Unlock()
+}
+
+// sync brings a namespace's replica and a node's into step.
+func (g *Gateway) sync(ctx context.Context, b *bucket) error {
+	p, err := g.nodePeer(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := namespace.Sync(ctx, g.db, b.ns, p, true); err != nil {
+		g.dropPeer(p)
+		return err
+	}
+	return nil
+}
+
+// commit admits new records locally, then sends them to a node, which
+// gossips them; it fails if no node took them.
+func (g *Gateway) commit(ctx context.Context, b *bucket, recs [][]byte) error {
+	res, err := g.db.Ingest(b.ns, recs)
+	if err != nil {
+		return err
+	}
+	if len(res.Rejected) > 0 {
+		return fmt.Errorf("gateway: own entry refused: %w", res.Rejected[0])
+	}
+	for try := 0; ; try++ {
+		p, err := g.nodePeer(ctx)
+		if err != nil {
+			return err
+		}
+		pr, err := p.Put(ctx, b.ns, recs, false)
+		if err == nil && len(pr.Rejected) == 0 {
+			return nil
+		}
+		g.dropPeer(p)
+		if try == 2 || ctx.Err() != nil {
+			if err == nil {
+				err = errors.New(pr.Rejected[0])
+			}
+			return fmt.Errorf("%w: %v", ErrNoGrid, err)
+		}
+	}
+}
+
+// write appends one entry (and its blocks) for path p of b, replacing
+// the path's current versions.
+func (g *Gateway) write(ctx context.Context, b *bucket, p string, mk func(w *dag.Writer, anchor dag.Hash, heads []dag.Hash, name string) (*dag.Entry, []*dag.Block)) error {
+	dir := dag.ParentDir(p, b.rules)
+	info, err := g.db.Stat(b.ns, dir)
+	if err != nil {
+		return fmt.Errorf("gateway: %s of %q: %w", dir, b.name, err)
+	}
+	heads, err := g.db.Heads(b.ns, p)
+	if err != nil {
+		return err
+	}
+	for _, h := range heads {
+		if v, err := g.db.Version(b.ns, h); err == nil {
+			g.db.Clock().Observe(v.Entry.Time)
+		}
+	}
+	name := p[len(dir):]
+	if dir != "/" {
+		name = p[len(dir)+1:]
+	} else {
+		name = p[1:]
+	}
+	e, blocks := mk(b.w, info.Data, heads, name)
+	recs := [][]byte{e.Encode()}
+	for _, bl := range blocks {
+		recs = append(recs, bl.Encode())
+	}
+	return g.commit(ctx, b, recs)
+}
+
+// readFile returns the content of a file of a namespace (nil if absent).
+func (g *Gateway) readFile(b *bucket, p string) ([]byte, error) {
+	info, err := g.db.Stat(b.ns, p)
+	if errors.Is(err, namespace.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if info.Type != dag.File {
+		return nil, nil
+	}
+	c, _, err := g.db.Content(b.ns, info.Data)
+	return c, err
+}
+
+var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+
+// CheckBucketName applies S3's rules for bucket names.
+func CheckBucketName(name string) error {
+	if !bucketName.MatchString(name) || strings.Contains(name, "..") || net4(name) {
+		return fmt.Errorf("%w: %q (3-63 of a-z 0-9 . -, starting and ending with a letter or digit)", ErrBadBucket, name)
+	}
+	return nil
+}
+
+func net4(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) != 4 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// bucketRecord is a bucket in the registry.
+type bucketRecord struct {
+	registryFile
+	Created time.Time `json:"created"`
+	Owner   string    `json:"owner,omitempty"` // access key that made it
+}
+
+// BucketInfo describes a bucket.
+type BucketInfo struct {
+	Name    string
+	Created time.Time
+	Owner   string
+}
+
+// bucket opens a bucket by name.
+func (g *Gateway) bucket(ctx context.Context, name string) (*bucket, error) {
+	g.mu.Lock()
+	b := g.buckets[name]
+	g.mu.Unlock()
+	if b != nil {
+		if _, err := g.db.Stat(g.registry.ns, "/buckets/"+name); err == nil {
+			return b, nil
+		}
+		g.mu.Lock()
+		delete(g.buckets, name)
+		g.mu.Unlock()
+	}
+	if CheckBucketName(name) != nil {
+		return nil, ErrNoBucket
+	}
+	raw, err := g.readFile(&g.registry, "/buckets/"+name)
+	if err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		// Perhaps another gateway just made it.
+		if g.sync(ctx, &g.registry) == nil {
+			raw, err = g.readFile(&g.registry, "/buckets/"+name)
+		}
+		if raw == nil || err != nil {
+			return nil, ErrNoBucket
+		}
+	}
+	var rec bucketRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return nil, fmt.Errorf("gateway: bucket %q record: %w", name, err)
+	}
+	nb, err := openBucket(g.db, name, rec.registryFile, dag.ObjectRules)
+	if err != nil {
+		return nil, err
+	}
+	if g.db.Count(nb.ns) == 0 {
+		g.sync(ctx, &nb)
+	}
+	g.mu.Lock()
+	g.buckets[name] = &nb
+	g.mu.Unlock()
+	return &nb, nil
+}
+
+// CreateBucket makes a bucket owned by access key owner.
+func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
+	if err := CheckBucketName(name); err != nil {
+		return err
+	}
+	if _, err := g.bucket(ctx, name); err == nil {
+		return ErrBucketExists
+	}
+	id, priv, err := dag.NewNamespace()
+	if err != nil {
+		return err
+	}
+	rk, err := dag.NewReadKey()
+	if err != nil {
+		return err
+	}
+	rec := bucketRecord{registryFile: registryFile{ID: id.String(), ReadKey: rk.String(), RootKey: enc(priv.Seed())},
+		Created: time.Now().UTC(), Owner: owner}
+	nb, err := openBucket(g.db, name, rec.registryFile, dag.ObjectRules)
+	if err != nil {
+		return err
+	}
+	if err := g.commit(ctx, &nb, [][]byte{nb.w.Root().Encode()}); err != nil {
+		return err
+	}
+	body, _ := json.Marshal(rec)
+	if err := g.write(ctx, &g.registry, "/buckets/"+name, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.File(a, h, n, body)
+	}); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.buckets[name] = &nb
+	g.mu.Unlock()
+	return nil
+}
+
+// DeleteBucket removes an empty bucket.
+func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
+	b, err := g.bucket(ctx, name)
+	if err != nil {
+		return err
+	}
+	g.sync(ctx, b)
+	items, err := g.db.List(b.ns, "/", "", 1)
+	if err != nil {
+		return err
+	}
+	if len(items) > 0 {
+		return ErrNotEmpty
+	}
+	if err := g.write(ctx, &g.registry, "/buckets/"+name, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.Entry(dag.Delete, a, h, n, nil), nil
+	}); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	delete(g.buckets, name)
+	g.mu.Unlock()
+	return nil
+}
+
+// Buckets lists the buckets, by name.
+func (g *Gateway) Buckets(ctx context.Context) ([]BucketInfo, error) {
+	g.sync(ctx, &g.registry)
+	items, err := g.db.List(g.registry.ns, "/buckets", "", 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []BucketInfo
+	for _, it := range items {
+		raw, err := g.readFile(&g.registry, it.Path)
+		if err != nil || raw == nil {
+			continue
+		}
+		var rec bucketRecord
+		if json.Unmarshal(raw, &rec) == nil {
+			out = append(out, BucketInfo{Name: it.Name, Created: rec.Created, Owner: rec.Owner})
+		}
+	}
+	return out, nil
+}
+
+// AccessKey is a key a client signs requests with.
+type AccessKey struct {
+	ID      string          `json:"id"`
+	Secret  string          `json:"secret"`
+	Admin   bool            `json:"admin,omitempty"` // every bucket, and may create buckets and keys
+	Buckets map[string]Perm `json:"buckets,omitempty"`
+	Created time.Time       `json:"created"`
+}
+
+// CreateKey makes an access key.
+func (g *Gateway) CreateKey(ctx context.Context, admin bool, buckets map[string]Perm) (AccessKey, error) {
+	id := make([]byte, 10)
+	secret := make([]byte, 30)
+	rand.Read(id)
+	rand.Read(secret)
+	k := AccessKey{ID: "QK" + strings.ToUpper(b32.EncodeToString(id)), Secret: base64ish(secret),
+		Admin: admin, Buckets: buckets, Created: time.Now().UTC()}
+	return k, g.PutKey(ctx, k)
+}
+
+func base64ish(b []byte) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	var sb strings.Builder
+	for _, c := range b {
+		sb.WriteByte(alphabet[int(c)%len(alphabet)])
+	}
+	return sb.String()
+}
+
+// PutKey stores (or replaces) an access key.
+func (g *Gateway) PutKey(ctx context.Context, k AccessKey) error {
+	body, _ := json.Marshal(k)
+	return g.write(ctx, &g.registry, "/keys/"+k.ID, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.File(a, h, n, body)
+	})
+}
+
+// Key returns an access key.
+func (g *Gateway) Key(ctx context.Context, id string) (AccessKey, error) {
+	var k AccessKey
+	if strings.ContainsAny(id, "/\x00") || id == "" || id == "." || id == ".." {
+		return k, ErrDenied
+	}
+	raw, err := g.readFile(&g.registry, "/keys/"+id)
+	if err == nil && raw == nil {
+		g.sync(ctx, &g.registry)
+		raw, err = g.readFile(&g.registry, "/keys/"+id)
+	}
+	if err != nil {
+		return k, err
+	}
+	if raw == nil {
+		return k, ErrDenied
+	}
+	return k, json.Unmarshal(raw, &k)
+}
+
+// Keys lists the access keys.
+func (g *Gateway) Keys(ctx context.Context) ([]AccessKey, error) {
+	g.sync(ctx, &g.registry)
+	items, err := g.db.List(g.registry.ns, "/keys", "", 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []AccessKey
+	for _, it := range items {
+		if raw, _ := g.readFile(&g.registry, it.Path); raw != nil {
+			var k AccessKey
+			if json.Unmarshal(raw, &k) == nil {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
+
+// DeleteKey removes an access key.
+func (g *Gateway) DeleteKey(ctx context.Context, id string) error {
+	if _, err := g.Key(ctx, id); err != nil {
+		return err
+	}
+	return g.write(ctx, &g.registry, "/keys/"+id, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.Entry(dag.Delete, a, h, n, nil), nil
+	})
+}
+
+// Allowed reports whether key k may act on bucket with permission p.
+func (k AccessKey) Allowed(bucket string, p Perm) bool {
+	return k.Admin || k.Buckets[bucket] >= p
+}
+
+var _ = bytes.Compare

@@ -1,0 +1,305 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/dag"
+	"github.com/quilt-grid/quilt/internal/namespace"
+)
+
+// ObjectInfo describes an object.
+type ObjectInfo struct {
+	Key         string            `json:"-"`
+	Size        int64             `json:"size"`
+	ETag        string            `json:"etag"` // hex MD5 of the content (S3's, for a single PUT), no quotes
+	ContentType string            `json:"type,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"` // user metadata, keys lower-case
+	Headers     map[string]string `json:"hdr,omitempty"`  // other standard headers kept (Cache-Control, ...)
+	Modified    time.Time         `json:"mtime"`
+	Cap         string            `json:"cap,omitempty"` // read capability of the grid object; empty: inline
+	Version     dag.Hash          `json:"-"`             // the namespace entry
+}
+
+// PutOptions are what a PUT says of an object besides its bytes.
+type PutOptions struct {
+	ContentType string
+	Meta        map[string]string
+	Headers     map[string]string
+	// ETag, if set, replaces the MD5 of the content (multipart uploads).
+	ETag string
+}
+
+const recordVersion = 1
+
+// encodeRecord is an object's entry content: version, the JSON of its
+// info, then inline bytes if any.
+func encodeRecord(info ObjectInfo, inline []byte) []byte {
+	js, _ := json.Marshal(info)
+	b := binary.AppendUvarint([]byte{recordVersion}, uint64(len(js)))
+	return append(append(b, js...), inline...)
+}
+
+func decodeRecord(b []byte) (ObjectInfo, []byte, error) {
+	var info ObjectInfo
+	if len(b) < 2 || b[0] != recordVersion {
+		return info, nil, errors.New("gateway: not an object record")
+	}
+	n, w := binary.Uvarint(b[1:])
+	if w <= 0 || n > uint64(len(b)-1-w) {
+		return info, nil, errors.New("gateway: damaged object record")
+	}
+	js := b[1+w : 1+w+int(n)]
+	if err := json.Unmarshal(js, &info); err != nil {
+		return info, nil, err
+	}
+	return info, b[1+w+int(n):], nil
+}
+
+func keyPath(key string) (string, error) {
+	if err := dag.CheckKey(key); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadKey, err)
+	}
+	return "/" + key, nil
+}
+
+// Put stores an object: read from r (size bytes, or -1 if unknown),
+// hashed with MD5 as it streams; up to Config.Inline bytes go inline in
+// the entry, more to the grid as an erasure-coded object. The new version
+// is visible here as soon as Put returns.
+func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, size int64, opt PutOptions) (ObjectInfo, error) {
+	b, err := g.bucket(ctx, bucketName)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	p, err := keyPath(key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	h := md5.New()
+	head, err := io.ReadAll(io.LimitReader(io.TeeReader(r, h), int64(g.cfg.Inline)+1))
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Modified: time.Now().UTC()}
+	var inline []byte
+	if len(head) <= g.cfg.Inline {
+		inline = head
+		info.Size = int64(len(head))
+	} else {
+		counter := &countingReader{r: io.MultiReader(bytes.NewReader(head), io.TeeReader(r, h))}
+		rc, err := g.putObject(ctx, counter, size)
+		if err != nil {
+			return ObjectInfo{}, err
+		}
+		info.Cap, info.Size = rc.String(), counter.n
+	}
+	if size >= 0 && info.Size != size {
+		return ObjectInfo{}, fmt.Errorf("gateway: body has %d bytes, %d announced", info.Size, size)
+	}
+	info.ETag = hex.EncodeToString(h.Sum(nil))
+	if opt.ETag != "" {
+		info.ETag = opt.ETag
+	}
+	rec := encodeRecord(info, inline)
+	var entry dag.Hash
+	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		e, blocks := w.File(a, heads, n, rec)
+		entry = e.Hash()
+		return e, blocks
+	})
+	info.Key, info.Version = key, entry
+	return info, err
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// putObject stores bytes as a grid object, 3-of-10 spread over as many
+// distinct nodes as the grid has, up to 7.
+func (g *Gateway) putObject(ctx context.Context, r io.Reader, size int64) (codec.ReadCap, error) {
+	ms, err := g.cfg.Nodes.Members(ctx, 10*time.Second)
+	if err != nil {
+		return codec.ReadCap{}, fmt.Errorf("%w: %v", ErrNoGrid, err)
+	}
+	alive := 0
+	for _, m := range ms {
+		if m.State == "alive" {
+			alive++
+		}
+	}
+	p := codec.DefaultParams()
+	rc, _, err := g.cfg.Objects.Put(ctx, r, size, p, max(1, min(alive, 7, p.N)))
+	return rc, err
+}
+
+// Head returns an object's info.
+func (g *Gateway) Head(ctx context.Context, bucketName, key string) (ObjectInfo, error) {
+	info, _, err := g.lookup(ctx, bucketName, key)
+	return info, err
+}
+
+func (g *Gateway) lookup(ctx context.Context, bucketName, key string) (ObjectInfo, []byte, error) {
+	b, err := g.bucket(ctx, bucketName)
+	if err != nil {
+		return ObjectInfo{}, nil, err
+	}
+	p, err := keyPath(key)
+	if err != nil {
+		return ObjectInfo{}, nil, ErrNoKey
+	}
+	st, err := g.db.Stat(b.ns, p)
+	if errors.Is(err, namespace.ErrNotFound) {
+		return ObjectInfo{}, nil, ErrNoKey
+	}
+	if err != nil {
+		return ObjectInfo{}, nil, err
+	}
+	if st.Type != dag.File {
+		return ObjectInfo{}, nil, ErrNoKey
+	}
+	raw, _, err := g.db.Content(b.ns, st.Data)
+	if err != nil {
+		return ObjectInfo{}, nil, err
+	}
+	info, inline, err := decodeRecord(raw)
+	info.Key, info.Version = key, st.Data
+	return info, inline, err
+}
+
+// Get writes length bytes of an object from off (length < 0: to the end)
+// to w, streaming from the grid.
+func (g *Gateway) Get(ctx context.Context, bucketName, key string, w io.Writer, off, length int64) (ObjectInfo, error) {
+	info, inline, err := g.lookup(ctx, bucketName, key)
+	if err != nil {
+		return info, err
+	}
+	if length < 0 || off+length > info.Size {
+		length = info.Size - off
+	}
+	if off < 0 || length < 0 || (off >= info.Size && info.Size > 0) {
+		return info, fmt.Errorf("gateway: range %d+%d outside %d bytes", off, length, info.Size)
+	}
+	if info.Cap == "" {
+		_, err := w.Write(inline[off : off+length])
+		return info, err
+	}
+	rc, err := codec.ParseReadCap(info.Cap)
+	if err != nil {
+		return info, err
+	}
+	if length == 0 {
+		return info, nil
+	}
+	_, err = g.cfg.Objects.Get(ctx, rc, w, off, length)
+	return info, err
+}
+
+// Delete removes an object (no error if it is not there, as S3).
+func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
+	b, err := g.bucket(ctx, bucketName)
+	if err != nil {
+		return err
+	}
+	p, err := keyPath(key)
+	if err != nil {
+		return nil
+	}
+	if _, err := g.db.Stat(b.ns, p); errors.Is(err, namespace.ErrNotFound) {
+		return nil
+	}
+	return g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.Entry(dag.Delete, a, h, n, nil), nil
+	})
+}
+
+// Listing is one page of a bucket's keys.
+type Listing struct {
+	Objects   []ObjectInfo
+	Prefixes  []string // common prefixes, when a delimiter was given
+	Truncated bool
+	Next      string // start after this key (or prefix) for the next page
+}
+
+// List returns up to max keys (and common prefixes) of a bucket that
+// start with prefix and sort after after, in byte order; with a
+// delimiter, keys that contain it after the prefix are rolled up into one
+// common prefix each. Lists first pull what other gateways wrote.
+func (g *Gateway) List(ctx context.Context, bucketName, prefix, delimiter, after string, maxKeys int) (Listing, error) {
+	var out Listing
+	b, err := g.bucket(ctx, bucketName)
+	if err != nil {
+		return out, err
+	}
+	g.sync(ctx, b)
+	if maxKeys <= 0 {
+		return out, nil
+	}
+	from := max(after, prefix)
+	lastPrefix := ""
+	err = g.db.Scan(b.ns, "/", from, func(it namespace.Info) bool {
+		k := it.Name
+		if k <= after {
+			return true
+		}
+		if !strings.HasPrefix(k, prefix) {
+			return k < prefix // before the prefix: go on; past it: stop
+		}
+		if delimiter != "" {
+			if i := strings.Index(k[len(prefix):], delimiter); i >= 0 {
+				cp := k[:len(prefix)+i+len(delimiter)]
+				if cp == lastPrefix {
+					return true
+				}
+				if len(out.Objects)+len(out.Prefixes) >= maxKeys {
+					out.Truncated = true
+					return false
+				}
+				out.Prefixes = append(out.Prefixes, cp)
+				lastPrefix, out.Next = cp, cp
+				return true
+			}
+		}
+		if it.Type != dag.File {
+			return true
+		}
+		if len(out.Objects)+len(out.Prefixes) >= maxKeys {
+			out.Truncated = true
+			return false
+		}
+		raw, _, err := g.db.Content(b.ns, it.Data)
+		if err != nil {
+			return true
+		}
+		info, _, err := decodeRecord(raw)
+		if err != nil {
+			return true
+		}
+		info.Key, info.Version = k, it.Data
+		out.Objects = append(out.Objects, info)
+		out.Next = k
+		return true
+	})
+	if !out.Truncated {
+		out.Next = ""
+	}
+	return out, err
+}
