@@ -37,14 +37,14 @@ type Options struct {
 
 // Grid is a running test grid.
 type Grid struct {
-	t      testing.TB
-	opt    Options
-	Nodes  []*node.Node // nil where killed
+	t     testing.TB
+	opt   Options
+	Nodes []*node.Node // nil where killed
 	// Replicas are the nodes' namespace replicas (nil where killed).
 	Replicas []*namespace.Replica
-	Dirs   []string
-	Invite identity.Invite
-	addrs  [][2]string // API and gossip address of each node, kept for restarts
+	Dirs     []string
+	Invite   identity.Invite
+	addrs    [][2]string // API and gossip address of each node, kept for restarts
 }
 
 // FastGossip shortens memberlist's timers so failures are noticed within
