@@ -10,8 +10,6 @@ import (
 	"hash/crc32"
 	"hash/crc64"
 	"io"
-	"net/http"
-	"slices"
 	"strings"
 	"sync"
 )
@@ -46,7 +44,7 @@ func newChecksum(alg string) (h hash.Hash, display string, ok bool) {
 
 // check is one digest of the body to compare when the body ends: the
 // x-amz-content-sha256 of a signed payload, or an x-amz-checksum-* value
-// from a header or, for aws-chunked bodies, from the trailer.
+// from the trailer of an aws-chunked body.
 type check struct {
 	name    string // header or trailer name, lower case
 	h       hash.Hash
@@ -73,8 +71,8 @@ func payloadCheck(hexSum string) (*check, error) {
 	return &check{name: "x-amz-content-sha256", h: sha256.New(), want: want, fail: errContentSHA256Mismatch}, nil
 }
 
-// checksumCheck makes the check of one x-amz-checksum-* header or
-// trailer; ok is false for a name that is not a checksum this package
+// checksumCheck makes the check of one x-amz-checksum-* trailer; ok is
+// false for a name that is not a checksum this package
 // knows (x-amz-checksum-type, x-amz-checksum-mode, ...).
 func checksumCheck(name string) (c *check, ok bool) {
 	alg, found := strings.CutPrefix(name, checksumPrefix)
@@ -92,22 +90,6 @@ func checksumCheck(name string) (c *check, ok bool) {
 func (c *check) setValue(v string) {
 	want, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v))
 	c.want, c.invalid = want, err != nil
-}
-
-// headerChecks returns the checks of the x-amz-checksum-* headers of r.
-func headerChecks(r *http.Request) []*check {
-	var cs []*check
-	for k, vs := range r.Header {
-		name := strings.ToLower(k)
-		c, ok := checksumCheck(name)
-		if !ok || len(vs) == 0 {
-			continue
-		}
-		c.setValue(vs[0])
-		cs = append(cs, c)
-	}
-	slices.SortFunc(cs, func(a, b *check) int { return strings.Compare(a.name, b.name) })
-	return cs
 }
 
 // checkedReader passes a body through, feeding every check, and at the
@@ -134,6 +116,9 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 				break
 			}
 		}
+	}
+	if err != nil && err != io.EOF {
+		err = truncated(err)
 	}
 	if err != nil {
 		c.err = err
