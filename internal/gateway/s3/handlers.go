@@ -1,0 +1,474 @@
+package s3
+
+import (
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/gateway"
+)
+
+const s3ns = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+type owner struct {
+	ID          string
+	DisplayName string
+}
+
+func (s *Server) listBuckets(q *request) {
+	bs, err := s.gw.Buckets(q.r.Context())
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	type bucketXML struct {
+		Name         string
+		CreationDate string
+	}
+	out := struct {
+		XMLName xml.Name    `xml:"ListAllMyBucketsResult"`
+		NS      string      `xml:"xmlns,attr"`
+		Owner   owner       `xml:"Owner"`
+		Buckets []bucketXML `xml:"Buckets>Bucket"`
+	}{NS: s3ns, Owner: owner{q.key.ID, q.key.ID}}
+	for _, b := range bs {
+		if q.key.Allowed(b.Name, gateway.Read) {
+			out.Buckets = append(out.Buckets, bucketXML{b.Name, b.Created.Format(time.RFC3339)})
+		}
+	}
+	q.xml(200, out)
+}
+
+func (s *Server) createBucket(q *request) {
+	ctx := q.r.Context()
+	if err := s.gw.CreateBucket(ctx, q.bucket, q.key.ID); err != nil {
+		q.fail(err)
+		return
+	}
+	if !q.key.Admin {
+		if q.key.Buckets == nil {
+			q.key.Buckets = map[string]gateway.Perm{}
+		}
+		q.key.Buckets[q.bucket] = gateway.Owner
+		if err := s.gw.PutKey(ctx, q.key); err != nil {
+			q.fail(err)
+			return
+		}
+	}
+	q.w.Header().Set("Location", "/"+q.bucket)
+	q.status = 200
+	q.w.WriteHeader(200)
+}
+
+func (s *Server) headBucket(q *request) {
+	if _, err := s.gw.List(q.r.Context(), q.bucket, "", "", "", 0); err != nil {
+		q.fail(err)
+		return
+	}
+	q.w.Header().Set("x-amz-bucket-region", s.opt.Region)
+	q.status = 200
+	q.w.WriteHeader(200)
+}
+
+func (s *Server) deleteBucket(q *request) {
+	if err := s.gw.DeleteBucket(q.r.Context(), q.bucket); err != nil {
+		q.fail(err)
+		return
+	}
+	q.status = 204
+	q.w.WriteHeader(204)
+}
+
+func (s *Server) location(q *request) {
+	if _, err := s.gw.List(q.r.Context(), q.bucket, "", "", "", 0); err != nil {
+		q.fail(err)
+		return
+	}
+	loc := s.opt.Region
+	if loc == "us-east-1" {
+		loc = ""
+	}
+	q.xml(200, struct {
+		XMLName xml.Name `xml:"LocationConstraint"`
+		NS      string   `xml:"xmlns,attr"`
+		Value   string   `xml:",chardata"`
+	}{NS: s3ns, Value: loc})
+}
+
+type contentXML struct {
+	Key          string
+	LastModified string
+	ETag         string
+	Size         int64
+	StorageClass string
+	Owner        *owner `xml:",omitempty"`
+}
+
+type prefixXML struct{ Prefix string }
+
+func (s *Server) listObjects(q *request) {
+	v := q.r.URL.Query()
+	v2 := v.Get("list-type") == "2"
+	maxKeys := 1000
+	if m := v.Get("max-keys"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 0 {
+			q.fail(s3err("InvalidArgument", 400, "max-keys must be a non-negative integer"))
+			return
+		}
+		maxKeys = min(n, 1000)
+	}
+	prefix, delim := v.Get("prefix"), v.Get("delimiter")
+	after := v.Get("marker")
+	if v2 {
+		after = v.Get("start-after")
+		if tok := v.Get("continuation-token"); tok != "" {
+			b, err := base64.RawURLEncoding.DecodeString(tok)
+			if err != nil {
+				q.fail(s3err("InvalidArgument", 400, "The continuation token provided is incorrect"))
+				return
+			}
+			after = string(b)
+		}
+	}
+	l, err := s.gw.List(q.r.Context(), q.bucket, prefix, delim, after, maxKeys)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	urlEnc := v.Get("encoding-type") == "url"
+	enc := func(s string) string {
+		if urlEnc {
+			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+		}
+		return s
+	}
+	var contents []contentXML
+	for _, o := range l.Objects {
+		c := contentXML{Key: enc(o.Key), LastModified: o.Modified.Format("2006-01-02T15:04:05.000Z"),
+			ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}
+		if !v2 || v.Get("fetch-owner") == "true" {
+			c.Owner = &owner{q.key.ID, q.key.ID}
+		}
+		contents = append(contents, c)
+	}
+	var prefixes []prefixXML
+	for _, p := range l.Prefixes {
+		prefixes = append(prefixes, prefixXML{enc(p)})
+	}
+	type result struct {
+		XMLName               xml.Name `xml:"ListBucketResult"`
+		NS                    string   `xml:"xmlns,attr"`
+		Name                  string
+		Prefix                string
+		Marker                *string `xml:",omitempty"`
+		NextMarker            string  `xml:",omitempty"`
+		StartAfter            string  `xml:",omitempty"`
+		ContinuationToken     string  `xml:",omitempty"`
+		NextContinuationToken string  `xml:",omitempty"`
+		KeyCount              *int    `xml:",omitempty"`
+		MaxKeys               int
+		Delimiter             string `xml:",omitempty"`
+		EncodingType          string `xml:",omitempty"`
+		IsTruncated           bool
+		Contents              []contentXML
+		CommonPrefixes        []prefixXML
+	}
+	out := result{NS: s3ns, Name: q.bucket, Prefix: enc(prefix), MaxKeys: maxKeys, Delimiter: enc(delim),
+		IsTruncated: l.Truncated, Contents: contents, CommonPrefixes: prefixes}
+	if urlEnc {
+		out.EncodingType = "url"
+	}
+	if v2 {
+		n := len(contents) + len(prefixes)
+		out.KeyCount = &n
+		out.StartAfter = enc(v.Get("start-after"))
+		out.ContinuationToken = v.Get("continuation-token")
+		if l.Truncated {
+			out.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(l.Next))
+		}
+	} else {
+		m := v.Get("marker")
+		out.Marker = &m
+		if l.Truncated && delim != "" {
+			out.NextMarker = enc(l.Next)
+		}
+	}
+	q.xml(200, out)
+}
+
+func (s *Server) deleteObjects(q *request) {
+	var in struct {
+		Quiet   bool
+		Objects []struct{ Key string } `xml:"Object"`
+	}
+	body, err := io.ReadAll(io.LimitReader(q.body, 2<<20))
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	if err := xml.Unmarshal(body, &in); err != nil || len(in.Objects) > 1000 {
+		q.fail(errMalformedXML)
+		return
+	}
+	type deleted struct{ Key string }
+	type failed struct{ Key, Code, Message string }
+	out := struct {
+		XMLName xml.Name  `xml:"DeleteResult"`
+		NS      string    `xml:"xmlns,attr"`
+		Deleted []deleted `xml:"Deleted"`
+		Errors  []failed  `xml:"Error"`
+	}{NS: s3ns}
+	for _, o := range in.Objects {
+		if err := s.gw.Delete(q.r.Context(), q.bucket, o.Key); err != nil {
+			e := mapErr(err)
+			out.Errors = append(out.Errors, failed{o.Key, e.Code, e.Message})
+			continue
+		}
+		if !in.Quiet {
+			out.Deleted = append(out.Deleted, deleted{o.Key})
+		}
+	}
+	q.xml(200, out)
+}
+
+// keptHeaders are the standard headers stored with an object and
+// returned on GET and HEAD.
+var keptHeaders = []string{"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language", "Expires"}
+
+func putOptions(h http.Header) gateway.PutOptions {
+	opt := gateway.PutOptions{ContentType: h.Get("Content-Type"), Meta: map[string]string{}, Headers: map[string]string{}}
+	if opt.ContentType == "" {
+		opt.ContentType = "binary/octet-stream"
+	}
+	for k, v := range h {
+		if lk := strings.ToLower(k); strings.HasPrefix(lk, "x-amz-meta-") {
+			opt.Meta[strings.TrimPrefix(lk, "x-amz-meta-")] = strings.Join(v, ",")
+		}
+	}
+	for _, k := range keptHeaders {
+		if v := h.Get(k); v != "" {
+			opt.Headers[k] = v
+		}
+	}
+	return opt
+}
+
+func (s *Server) putObject(q *request) {
+	r := q.r
+	opt := putOptions(r.Header)
+	var want []byte
+	if m := r.Header.Get("Content-MD5"); m != "" {
+		b, err := base64.StdEncoding.DecodeString(m)
+		if err != nil || len(b) != md5.Size {
+			q.fail(s3err("InvalidDigest", 400, "The Content-MD5 you specified was invalid."))
+			return
+		}
+		want = b
+	}
+	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	if want != nil && hex.EncodeToString(want) != info.ETag {
+		// The entry is written; take it back.
+		s.gw.Delete(r.Context(), q.bucket, q.object)
+		q.fail(errBadDigest)
+		return
+	}
+	q.bytes = info.Size
+	q.w.Header().Set("ETag", `"`+info.ETag+`"`)
+	q.status = 200
+	q.w.WriteHeader(200)
+}
+
+func (s *Server) copyObject(q *request) {
+	r := q.r
+	src, err := url.PathUnescape(r.Header.Get("x-amz-copy-source"))
+	if err != nil {
+		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
+		return
+	}
+	src, _, _ = strings.Cut(src, "?versionId=")
+	sb, sk, ok := strings.Cut(strings.TrimPrefix(src, "/"), "/")
+	if !ok || sk == "" {
+		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
+		return
+	}
+	if !q.key.Allowed(sb, gateway.Read) {
+		q.fail(errDenied)
+		return
+	}
+	ctx := r.Context()
+	info, err := s.gw.Head(ctx, sb, sk)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	opt := gateway.PutOptions{ContentType: info.ContentType, Meta: info.Meta, Headers: info.Headers}
+	if r.Header.Get("x-amz-metadata-directive") == "REPLACE" {
+		opt = putOptions(r.Header)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := s.gw.Get(ctx, sb, sk, pw, 0, -1)
+		pw.CloseWithError(err)
+	}()
+	out, err := s.gw.Put(ctx, q.bucket, q.object, pr, info.Size, opt)
+	pr.Close()
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	q.xml(200, struct {
+		XMLName      xml.Name `xml:"CopyObjectResult"`
+		NS           string   `xml:"xmlns,attr"`
+		LastModified string
+		ETag         string
+	}{NS: s3ns, LastModified: out.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + out.ETag + `"`})
+}
+
+// parseRange reads a single "bytes=a-b" range of an object of size bytes.
+func parseRange(h string, size int64) (off, n int64, err error) {
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok || strings.Contains(spec, ",") {
+		return 0, 0, errRange
+	}
+	a, b, ok := strings.Cut(spec, "-")
+	if !ok {
+		return 0, 0, errRange
+	}
+	switch {
+	case a == "":
+		k, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || k <= 0 {
+			return 0, 0, errRange
+		}
+		k = min(k, size)
+		return size - k, k, nil
+	default:
+		start, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || start < 0 || start >= size {
+			return 0, 0, errRange
+		}
+		end := size - 1
+		if b != "" {
+			if end, err = strconv.ParseInt(b, 10, 64); err != nil || end < start {
+				return 0, 0, errRange
+			}
+			end = min(end, size-1)
+		}
+		return start, end - start + 1, nil
+	}
+}
+
+func etagMatch(list, etag string) bool {
+	for _, t := range strings.Split(list, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.Trim(t, `"`) == etag {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) getObject(q *request) {
+	r, w := q.r, q.w
+	ctx := r.Context()
+	info, err := s.gw.Head(ctx, q.bucket, q.object)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	mod := info.Modified.Truncate(time.Second)
+	h := w.Header()
+	h.Set("ETag", `"`+info.ETag+`"`)
+	h.Set("Last-Modified", mod.Format(http.TimeFormat))
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("Content-Type", info.ContentType)
+	for k, v := range info.Meta {
+		h.Set("x-amz-meta-"+k, v)
+	}
+	for k, v := range info.Headers {
+		h.Set(k, v)
+	}
+	// Conditions, in S3's order.
+	if im := r.Header.Get("If-Match"); im != "" && !etagMatch(im, info.ETag) {
+		q.fail(errPrecondition)
+		return
+	}
+	if ius := r.Header.Get("If-Unmodified-Since"); ius != "" && r.Header.Get("If-Match") == "" {
+		if t, err := http.ParseTime(ius); err == nil && mod.After(t) {
+			q.fail(errPrecondition)
+			return
+		}
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, info.ETag) {
+		q.status = 304
+		w.WriteHeader(304)
+		return
+	}
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" && r.Header.Get("If-None-Match") == "" {
+		if t, err := http.ParseTime(ims); err == nil && !mod.After(t) {
+			q.status = 304
+			w.WriteHeader(304)
+			return
+		}
+	}
+	off, n, status := int64(0), info.Size, 200
+	if rg := r.Header.Get("Range"); rg != "" {
+		if off, n, err = parseRange(rg, info.Size); err != nil {
+			h.Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
+			q.fail(err)
+			return
+		}
+		status = 206
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, info.Size))
+	}
+	h.Set("Content-Length", strconv.FormatInt(n, 10))
+	q.status = status
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead || n == 0 {
+		return
+	}
+	cw := &countWriter{w: w}
+	if _, err := s.gw.Get(ctx, q.bucket, q.object, cw, off, n); err != nil {
+		// Too late for an error answer: cut the connection short, so the
+		// client sees fewer bytes than Content-Length.
+		s.log.Warn("s3: get failed mid-stream", "id", q.id, "bucket", q.bucket, "key", q.object, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	q.bytes = cw.n
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (s *Server) deleteObject(q *request) {
+	if err := s.gw.Delete(q.r.Context(), q.bucket, q.object); err != nil {
+		q.fail(err)
+		return
+	}
+	q.status = 204
+	q.w.WriteHeader(204)
+}
+
+var _ = errors.New

@@ -1,0 +1,271 @@
+// Package s3 serves the S3 API over a gateway (layer 5): path-style
+// requests signed with AWS Signature V4 (headers, presigned URLs,
+// aws-chunked uploads), errors as S3's XML, one access-log line per
+// request. What is S3-specific — signatures, XML, ETag rules, headers —
+// is here; buckets, keys and streaming objects are package gateway's.
+package s3
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/gateway/s3/sigv4"
+)
+
+// Options configure the S3 server.
+type Options struct {
+	Region string // reported by GetBucketLocation; default us-east-1
+	Logger *slog.Logger
+}
+
+// Server is the S3 API of a gateway.
+type Server struct {
+	gw     *gateway.Gateway
+	opt    Options
+	verify *sigv4.Verifier
+	log    *slog.Logger
+}
+
+// New returns the S3 server of gw.
+func New(gw *gateway.Gateway, opt Options) *Server {
+	if opt.Region == "" {
+		opt.Region = "us-east-1"
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{gw: gw, opt: opt, log: opt.Logger}
+	s.verify = &sigv4.Verifier{Secret: func(id string) (string, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		k, err := gw.Key(ctx, id)
+		if err != nil {
+			return "", false
+		}
+		return k.Secret, true
+	}}
+	return s
+}
+
+// Error is an S3 error answer.
+type Error struct {
+	Code    string
+	Status  int
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func s3err(code string, status int, msg string) *Error { return &Error{code, status, msg} }
+
+// Errors clients match on.
+var (
+	errNoBucket      = s3err("NoSuchBucket", 404, "The specified bucket does not exist")
+	errNoKey         = s3err("NoSuchKey", 404, "The specified key does not exist.")
+	errBucketExists  = s3err("BucketAlreadyOwnedByYou", 409, "Your previous request to create the named bucket succeeded and you already own it.")
+	errNotEmpty      = s3err("BucketNotEmpty", 409, "The bucket you tried to delete is not empty")
+	errBadBucketName = s3err("InvalidBucketName", 400, "The specified bucket is not valid.")
+	errDenied        = s3err("AccessDenied", 403, "Access Denied")
+	errRange         = s3err("InvalidRange", 416, "The requested range is not satisfiable")
+	errNotImpl       = s3err("NotImplemented", 501, "A header or parameter you provided implies functionality that is not implemented")
+	errBadDigest     = s3err("BadDigest", 400, "The Content-MD5 you specified did not match what we received.")
+	errPrecondition  = s3err("PreconditionFailed", 412, "At least one of the pre-conditions you specified did not hold")
+	errMalformedXML  = s3err("MalformedXML", 400, "The XML you provided was not well-formed or did not validate against our published schema.")
+	errBadKey        = s3err("KeyTooLongError", 400, "Your key is too long")
+	errInternal      = s3err("InternalError", 500, "We encountered an internal error. Please try again.")
+	errUnavailable   = s3err("ServiceUnavailable", 503, "The grid cannot take the request now: too few nodes answer.")
+)
+
+// mapErr turns a gateway or signature error into an S3 one.
+func mapErr(err error) *Error {
+	var se *Error
+	var ve *sigv4.Error
+	switch {
+	case errors.As(err, &se):
+		return se
+	case errors.As(err, &ve):
+		return &Error{ve.Code, ve.Status, ve.Message}
+	case errors.Is(err, gateway.ErrNoBucket):
+		return errNoBucket
+	case errors.Is(err, gateway.ErrNoKey):
+		return errNoKey
+	case errors.Is(err, gateway.ErrBucketExists):
+		return errBucketExists
+	case errors.Is(err, gateway.ErrNotEmpty):
+		return errNotEmpty
+	case errors.Is(err, gateway.ErrBadBucket):
+		return errBadBucketName
+	case errors.Is(err, gateway.ErrBadKey):
+		return errBadKey
+	case errors.Is(err, gateway.ErrDenied):
+		return errDenied
+	case errors.Is(err, gateway.ErrNoGrid):
+		return errUnavailable
+	}
+	return &Error{errInternal.Code, errInternal.Status, err.Error()}
+}
+
+type errorXML struct {
+	XMLName   xml.Name `xml:"Error"`
+	Code      string
+	Message   string
+	Resource  string
+	RequestID string `xml:"RequestId"`
+}
+
+// request is one request being served.
+type request struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	id     string
+	key    gateway.AccessKey
+	body   io.Reader
+	length int64
+	bucket string
+	object string
+	status int
+	bytes  int64
+}
+
+func (q *request) fail(err error) {
+	e := mapErr(err)
+	q.w.Header().Set("Content-Type", "application/xml")
+	q.status = e.Status
+	q.w.WriteHeader(e.Status)
+	if q.r.Method != http.MethodHead {
+		xml.NewEncoder(q.w).Encode(errorXML{Code: e.Code, Message: e.Message, Resource: q.r.URL.Path, RequestID: q.id})
+	}
+}
+
+func (q *request) xml(status int, v any) {
+	q.w.Header().Set("Content-Type", "application/xml")
+	q.status = status
+	q.w.WriteHeader(status)
+	io.WriteString(q.w, xml.Header)
+	xml.NewEncoder(q.w).Encode(v)
+}
+
+// ServeHTTP serves one S3 request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := make([]byte, 8)
+	rand.Read(id)
+	q := &request{w: w, r: r, id: strings.ToUpper(hex.EncodeToString(id))}
+	w.Header().Set("x-amz-request-id", q.id)
+	w.Header().Set("Server", "Quilt")
+	defer func() {
+		s.log.Info("s3", "id", q.id, "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery,
+			"status", q.status, "key", q.key.ID, "bytes", q.bytes, "ms", time.Since(start).Milliseconds())
+	}()
+	path := strings.TrimPrefix(r.URL.Path, "/")
+	q.bucket, q.object, _ = strings.Cut(path, "/")
+	res, err := s.verify.Verify(r)
+	if err != nil {
+		if errors.Is(err, sigv4.ErrAnonymous) {
+			err = errDenied
+		}
+		q.fail(err)
+		return
+	}
+	if q.key, err = s.gw.Key(r.Context(), res.AccessKey); err != nil {
+		q.fail(errDenied)
+		return
+	}
+	q.body, q.length = res.Body, res.Length
+	s.route(q)
+}
+
+func (s *Server) route(q *request) {
+	r := q.r
+	query := r.URL.Query()
+	switch {
+	case q.bucket == "":
+		if r.Method != http.MethodGet {
+			q.fail(errNotImpl)
+			return
+		}
+		s.listBuckets(q)
+	case q.object == "":
+		if !s.allowed(q, bucketPerm(r)) {
+			return
+		}
+		switch {
+		case r.Method == http.MethodPut && len(query) == 0:
+			s.createBucket(q)
+		case r.Method == http.MethodHead:
+			s.headBucket(q)
+		case r.Method == http.MethodDelete && len(query) == 0:
+			s.deleteBucket(q)
+		case r.Method == http.MethodGet && query.Has("location"):
+			s.location(q)
+		case r.Method == http.MethodGet && (query.Has("uploads") || query.Has("versions") || query.Has("acl") || query.Has("policy")):
+			q.fail(errNotImpl)
+		case r.Method == http.MethodGet:
+			s.listObjects(q)
+		case r.Method == http.MethodPost && query.Has("delete"):
+			s.deleteObjects(q)
+		default:
+			q.fail(errNotImpl)
+		}
+	default:
+		if !s.allowed(q, objectPerm(r)) {
+			return
+		}
+		switch {
+		case query.Has("uploads") || query.Has("uploadId") || query.Has("acl") || query.Has("tagging"):
+			q.fail(errNotImpl)
+		case r.Method == http.MethodPut && r.Header.Get("x-amz-copy-source") != "":
+			s.copyObject(q)
+		case r.Method == http.MethodPut:
+			s.putObject(q)
+		case r.Method == http.MethodGet || r.Method == http.MethodHead:
+			s.getObject(q)
+		case r.Method == http.MethodDelete:
+			s.deleteObject(q)
+		default:
+			q.fail(errNotImpl)
+		}
+	}
+}
+
+func bucketPerm(r *http.Request) gateway.Perm {
+	switch {
+	case r.Method == http.MethodPut && len(r.URL.Query()) == 0, r.Method == http.MethodDelete:
+		return gateway.Owner
+	case r.Method == http.MethodPost:
+		return gateway.Write
+	}
+	return gateway.Read
+}
+
+func objectPerm(r *http.Request) gateway.Perm {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return gateway.Read
+	}
+	return gateway.Write
+}
+
+// allowed checks the key's permission on the bucket (creating a bucket is
+// open to every key, which becomes its owner).
+func (s *Server) allowed(q *request, p gateway.Perm) bool {
+	if q.r.Method == http.MethodPut && q.object == "" && len(q.r.URL.Query()) == 0 {
+		return true
+	}
+	if q.key.Allowed(q.bucket, p) {
+		return true
+	}
+	q.fail(errDenied)
+	return false
+}
+
+var _ = fmt.Sprint
