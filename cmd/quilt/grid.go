@@ -96,6 +96,7 @@ func runUp(ctx context.Context, args []string) error {
 	zones := fs.Int("zones", 0, "spread the nodes over this many zones (0: no zones)")
 	noSync := fs.Bool("no-fsync", false, noSyncHelp)
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
+	s3addr := fs.String("s3", "", "S3 endpoint of the grid's gateway (default: host, port+2·nodes; \"off\": none)")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -166,6 +167,31 @@ func runUp(ctx context.Context, args []string) error {
 	if err := saveConfig(clientConfig{Grid: inv.String()}); err != nil {
 		return fmt.Errorf("writing the client config: %w", err)
 	}
+	s3msg := ""
+	if *s3addr != "off" {
+		addr := *s3addr
+		if addr == "" {
+			addr = net.JoinHostPort(*host, "0")
+			if *port != 0 {
+				addr = net.JoinHostPort(*host, strconv.Itoa(*port+2**nodes))
+			}
+		}
+		gf := gridFlags{grid: inv.String(), stall: 20 * time.Second, log: *logLevel}
+		sess, err := gf.connect()
+		if err != nil {
+			return err
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		svc, err := startS3(sctx, sess, filepath.Join(*dir, "gateway"), addr, "us-east-1", log)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+		defer svc.Close()
+		env := filepath.Join(*dir, "gateway", "s3.env")
+		s3msg = fmt.Sprintf("S3:    %s  access key %s  secret %s\n       . %s; aws s3 mb s3://photos; aws s3 cp FILE s3://photos/\n",
+			svc.url, svc.admin.ID, svc.admin.Secret, env)
+	}
 	fmt.Fprintf(os.Stderr, `quilt grid of %d nodes is up (data in %s)
 invite: %s
 (saved in %s and as the default grid in %s)
@@ -174,8 +200,8 @@ try:  quilt nodes
       quilt put FILE          # prints a capability
       quilt get CAP -o COPY
       quilt cfs bootstrap NAME  # a configuration filesystem
-stop with Ctrl-C
-`, *nodes, *dir, inv, invitePath, configPath())
+%sstop with Ctrl-C
+`, *nodes, *dir, inv, invitePath, configPath(), s3msg)
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "\nstopping the grid")
 	return nil

@@ -37,6 +37,8 @@ var commands = map[string]command{
 	"nodes":   {"list the grid's nodes", runNodes},
 	"bench":   {"measure put/get throughput on the grid", runBench},
 	"cfs":     {"the configuration filesystem: signed, replicated files (BaseFS)", runCFS},
+	"gateway": {"serve the grid's buckets over S3", runGateway},
+	"key":     {"create, list and delete S3 access keys", runKey},
 	"version": {"print the version", func(context.Context, []string) error { fmt.Println("quilt", version); return nil }},
 }
 

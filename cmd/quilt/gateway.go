@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/gateway/s3"
+)
+
+// s3Service is a running S3 endpoint.
+type s3Service struct {
+	gw    *gateway.Gateway
+	srv   *http.Server
+	url   string
+	admin gateway.AccessKey
+}
+
+func (s *s3Service) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.srv.Shutdown(ctx)
+	s.gw.Close()
+}
+
+// openGateway opens the gateway whose state is in dir, on the grid of s.
+func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) (*gateway.Gateway, error) {
+	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log})
+}
+
+// startS3 starts a gateway serving S3 on addr, creating its first
+// (admin) access key on first use and writing dir/s3.env.
+func startS3(ctx context.Context, s *session, dir, addr, region string, log *slog.Logger) (*s3Service, error) {
+	gw, err := openGateway(ctx, s, dir, log)
+	if err != nil {
+		return nil, err
+	}
+	admin, err := adminKey(ctx, gw, dir)
+	if err != nil {
+		gw.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		gw.Close()
+		return nil, fmt.Errorf("s3: listen on %s: %w", addr, err)
+	}
+	svc := &s3Service{gw: gw, admin: admin, url: "http://" + ln.Addr().String(),
+		srv: &http.Server{Handler: s3.New(gw, s3.Options{Region: region, Logger: log}), ReadHeaderTimeout: 30 * time.Second}}
+	go svc.srv.Serve(ln)
+	env := fmt.Sprintf("export AWS_ENDPOINT_URL=%s\nexport AWS_ACCESS_KEY_ID=%s\nexport AWS_SECRET_ACCESS_KEY=%s\nexport AWS_DEFAULT_REGION=%s\n",
+		svc.url, admin.ID, admin.Secret, region)
+	if err := os.WriteFile(filepath.Join(dir, "s3.env"), []byte(env), 0o600); err != nil {
+		svc.Close()
+		return nil, err
+	}
+	return svc, nil
+}
+
+// adminKey returns the gateway's first access key, made on first start
+// and kept in dir/admin.json.
+func adminKey(ctx context.Context, gw *gateway.Gateway, dir string) (gateway.AccessKey, error) {
+	p := filepath.Join(dir, "admin.json")
+	var k gateway.AccessKey
+	if b, err := os.ReadFile(p); err == nil {
+		return k, json.Unmarshal(b, &k)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return k, err
+	}
+	k, err := gw.CreateKey(ctx, true, nil)
+	if err != nil {
+		return k, err
+	}
+	b, _ := json.MarshalIndent(k, "", "  ")
+	return k, writeFileAtomic(p, b, 0o600)
+}
+
+func runGateway(ctx context.Context, args []string) error {
+	fs := newFlagSet("gateway", "Usage: quilt gateway --grid INVITE [flags]\n\nServes the grid's buckets over S3 until interrupted. The gateway holds the\nkeys: storage nodes see only ciphertext. Its state (the registry of buckets\nand access keys, a replica of their namespaces) is in --dir; a second gateway\ngiven a copy of DIR/registry serves the same buckets.")
+	var g gridFlags
+	g.register(fs)
+	addr := fs.String("s3", "127.0.0.1:7780", "S3 endpoint address (host:port)")
+	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
+	region := fs.String("region", "us-east-1", "region reported to clients")
+	if err := parseArgs(fs, args, 0); err != nil {
+		return err
+	}
+	s, err := g.connect()
+	if err != nil {
+		return err
+	}
+	svc, err := startS3(ctx, s, *dir, *addr, *region, s.log)
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	fmt.Fprintf(os.Stderr, "quilt gateway: S3 at %s\naccess key %s (admin; secret in %s)\ntry:  . %s; aws s3 ls\n",
+		svc.url, svc.admin.ID, filepath.Join(*dir, "admin.json"), filepath.Join(*dir, "s3.env"))
+	<-ctx.Done()
+	return nil
+}
+
+func runKey(ctx context.Context, args []string) error {
+	fs := newFlagSet("key", "Usage: quilt key create [--admin] [--bucket NAME=read|write|owner ...]\n       quilt key list\n       quilt key delete ID\n\nManages the S3 access keys of the gateway in --dir.")
+	var g gridFlags
+	g.register(fs)
+	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
+	admin := fs.Bool("admin", false, "create: the key may use every bucket and make buckets")
+	var perms multiFlag
+	fs.Var(&perms, "bucket", "create: NAME=read|write|owner (repeatable)")
+	if err := parseArgs(fs, args, -1); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	s, err := g.connect()
+	if err != nil {
+		return err
+	}
+	gw, err := openGateway(ctx, s, *dir, s.log)
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	switch verb := fs.Arg(0); {
+	case verb == "create" && fs.NArg() == 1:
+		bs := map[string]gateway.Perm{}
+		for _, p := range perms {
+			name, perm, ok := strings.Cut(p, "=")
+			pp, err := gateway.ParsePerm(perm)
+			if !ok || err != nil {
+				return fmt.Errorf("--bucket %q: want NAME=read|write|owner", p)
+			}
+			bs[name] = pp
+		}
+		k, err := gw.CreateKey(ctx, *admin, bs)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s %s\n", k.ID, k.Secret)
+		fmt.Fprintln(os.Stderr, "(access key ID and secret; the secret is shown once here, and kept in the gateway's registry)")
+	case verb == "list" && fs.NArg() == 1:
+		ks, err := gw.Keys(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tCREATED\tPERMISSIONS")
+		for _, k := range ks {
+			var ps []string
+			if k.Admin {
+				ps = append(ps, "admin")
+			}
+			for b, p := range k.Buckets {
+				ps = append(ps, b+"="+p.String())
+			}
+			sort.Strings(ps)
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", k.ID, k.Created.Format("2006-01-02 15:04"), strings.Join(ps, " "))
+		}
+		return tw.Flush()
+	case verb == "delete" && fs.NArg() == 2:
+		return gw.DeleteKey(ctx, fs.Arg(1))
+	default:
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
