@@ -17,12 +17,14 @@ run: build
 	$(BIN) up --nodes $(NODES)
 
 ## test: vet, then every test (unit, property, conformance, 10-node
-## in-process grid, real processes); the race detector on the core packages
+## in-process grid, real processes); the race detector on the core packages;
+## then real S3 clients (awscli, boto3, rclone) against quilt up
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/ ./internal/object/
 	$(GO) test -count=1 -race -short -timeout 10m ./internal/dag/ ./internal/namespace/ ./internal/lab/...
+	./test/s3-clients.sh
 
 ## bench: codec micro-benchmarks (one core), then quilt bench on a fresh grid
 bench: build

@@ -397,7 +397,9 @@ func (s *Server) getObject(q *request) {
 	h.Set("Accept-Ranges", "bytes")
 	h.Set("Content-Type", info.ContentType)
 	for k, v := range info.Meta {
-		h.Set("x-amz-meta-"+k, v)
+		// Lower case, as S3 sends them: clients keep the name's case
+		// after the prefix (Go would write X-Amz-Meta-Who).
+		h["x-amz-meta-"+k] = []string{v}
 	}
 	for k, v := range info.Headers {
 		h.Set(k, v)
