@@ -48,6 +48,16 @@ echo "small object" >"$work/small"
 "$aws" s3 cp s3://cli/data/big "$work/big.back" --only-show-errors
 cmp "$work/big" "$work/big.back"
 "$aws" s3 ls s3://cli/data/ | grep -q ' big$'
+# Over 8 MiB awscli uploads in parts (multipart) and downloads in ranges.
+head -c 20000000 /dev/urandom >"$work/huge"
+"$aws" s3 cp "$work/huge" s3://cli/data/huge --only-show-errors
+"$aws" s3 cp s3://cli/data/huge "$work/huge.back" --only-show-errors
+cmp "$work/huge" "$work/huge.back"
+"$aws" s3api head-object --bucket cli --key data/huge --query ETag --output text | grep -q -- '-3"$'
+up=$("$aws" s3api create-multipart-upload --bucket cli --key data/manual --query UploadId --output text)
+"$aws" s3api upload-part --bucket cli --key data/manual --upload-id "$up" --part-number 1 --body "$work/small" >/dev/null
+"$aws" s3api list-parts --bucket cli --key data/manual --upload-id "$up" --query 'Parts[0].Size' --output text | grep -qx 13
+"$aws" s3api abort-multipart-upload --bucket cli --key data/manual --upload-id "$up"
 "$aws" s3api head-object --bucket cli --key data/small --query ContentLength --output text | grep -qx 13
 "$aws" s3api get-object --bucket cli --key data/big --range bytes=100-199 "$work/part" >/dev/null
 cmp <(tail -c +101 "$work/big" | head -c 100) "$work/part"

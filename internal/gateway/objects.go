@@ -28,7 +28,10 @@ type ObjectInfo struct {
 	Headers     map[string]string `json:"hdr,omitempty"`  // other standard headers kept (Cache-Control, ...)
 	Modified    time.Time         `json:"mtime"`
 	Cap         string            `json:"cap,omitempty"` // read capability of the grid object; empty: inline
-	Version     dag.Hash          `json:"-"`             // the namespace entry
+	// Parts, for an object completed from a multipart upload: its bytes
+	// are the parts' in order (Cap is empty).
+	Parts   []Part   `json:"parts,omitempty"`
+	Version dag.Hash `json:"-"` // the namespace entry
 }
 
 // PutOptions are what a PUT says of an object besides its bytes.
@@ -198,19 +201,30 @@ func (g *Gateway) Get(ctx context.Context, bucketName, key string, w io.Writer, 
 	if off < 0 || length < 0 || (off >= info.Size && info.Size > 0) {
 		return info, fmt.Errorf("gateway: range %d+%d outside %d bytes", off, length, info.Size)
 	}
-	if info.Cap == "" {
-		_, err := w.Write(inline[off : off+length])
-		return info, err
+	if len(info.Parts) > 0 {
+		return info, g.getParts(ctx, info.Parts, w, off, length)
 	}
-	rc, err := codec.ParseReadCap(info.Cap)
-	if err != nil {
-		return info, err
-	}
+	return info, g.getBytes(ctx, info.Cap, inline, w, off, length)
+}
+
+// getBytes writes length bytes from off of inline bytes or a grid object.
+func (g *Gateway) getBytes(ctx context.Context, capStr string, inline []byte, w io.Writer, off, length int64) error {
 	if length == 0 {
-		return info, nil
+		return nil
+	}
+	if capStr == "" {
+		if off+length > int64(len(inline)) {
+			return fmt.Errorf("gateway: inline bytes shorter than recorded")
+		}
+		_, err := w.Write(inline[off : off+length])
+		return err
+	}
+	rc, err := codec.ParseReadCap(capStr)
+	if err != nil {
+		return err
 	}
 	_, err = g.cfg.Objects.Get(ctx, rc, w, off, length)
-	return info, err
+	return err
 }
 
 // Delete removes an object (no error if it is not there, as S3).

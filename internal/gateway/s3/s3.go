@@ -111,6 +111,10 @@ func mapErr(err error) *Error {
 		return errDenied
 	case errors.Is(err, gateway.ErrNoGrid):
 		return errUnavailable
+	case errors.Is(err, gateway.ErrNoUpload):
+		return s3err("NoSuchUpload", 404, "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.")
+	case errors.Is(err, gateway.ErrBadPart):
+		return s3err("InvalidPart", 400, err.Error())
 	}
 	return &Error{errInternal.Code, errInternal.Status, err.Error()}
 }
@@ -208,7 +212,9 @@ func (s *Server) route(q *request) {
 			s.deleteBucket(q)
 		case r.Method == http.MethodGet && query.Has("location"):
 			s.location(q)
-		case r.Method == http.MethodGet && (query.Has("uploads") || query.Has("versions") || query.Has("acl") || query.Has("policy")):
+		case r.Method == http.MethodGet && query.Has("uploads"):
+			s.listUploads(q)
+		case r.Method == http.MethodGet && (query.Has("versions") || query.Has("acl") || query.Has("policy")):
 			q.fail(errNotImpl)
 		case r.Method == http.MethodGet:
 			s.listObjects(q)
@@ -222,6 +228,16 @@ func (s *Server) route(q *request) {
 			return
 		}
 		switch {
+		case r.Method == http.MethodPost && query.Has("uploads"):
+			s.createUpload(q)
+		case r.Method == http.MethodPut && query.Has("uploadId") && r.Header.Get("x-amz-copy-source") == "":
+			s.uploadPart(q)
+		case r.Method == http.MethodGet && query.Has("uploadId"):
+			s.listParts(q)
+		case r.Method == http.MethodPost && query.Has("uploadId"):
+			s.completeUpload(q)
+		case r.Method == http.MethodDelete && query.Has("uploadId"):
+			s.abortUpload(q)
 		case query.Has("uploads") || query.Has("uploadId") || query.Has("acl") || query.Has("tagging"):
 			q.fail(errNotImpl)
 		case r.Method == http.MethodPut && r.Header.Get("x-amz-copy-source") != "":

@@ -207,6 +207,74 @@ func TestS3WithTheAWSSDK(t *testing.T) {
 		t.Fatalf("unknown key: %v", err)
 	}
 
+	// Multipart: three parts (5 MiB, 5 MiB, 1 MiB), listed, completed;
+	// the object reads whole and across part boundaries; an aborted
+	// upload is gone.
+	mp, err := c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String("data"), Key: aws.String("multi.bin"),
+		ContentType: aws.String("application/x-multi"), Metadata: map[string]string{"parts": "3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := make([]byte, 11<<20)
+	rand.Read(whole)
+	bounds := []int{0, 5 << 20, 10 << 20, 11 << 20}
+	var done []types.CompletedPart
+	md5s := md5.New()
+	for i := 0; i < 3; i++ {
+		chunk := whole[bounds[i]:bounds[i+1]]
+		up, err := c.UploadPart(ctx, &awss3.UploadPartInput{Bucket: aws.String("data"), Key: aws.String("multi.bin"), UploadId: mp.UploadId,
+			PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(chunk)})
+		if err != nil {
+			t.Fatalf("part %d: %v", i+1, err)
+		}
+		sum := md5.Sum(chunk)
+		md5s.Write(sum[:])
+		done = append(done, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: up.ETag})
+	}
+	lp, err := c.ListParts(ctx, &awss3.ListPartsInput{Bucket: aws.String("data"), Key: aws.String("multi.bin"), UploadId: mp.UploadId})
+	if err != nil || len(lp.Parts) != 3 {
+		t.Fatalf("list parts: %v", err)
+	}
+	lu, err := c.ListMultipartUploads(ctx, &awss3.ListMultipartUploadsInput{Bucket: aws.String("data")})
+	if err != nil || len(lu.Uploads) != 1 || *lu.Uploads[0].UploadId != *mp.UploadId {
+		t.Fatalf("list uploads: %v", err)
+	}
+	if _, err := c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: aws.String("data"), Key: aws.String("multi.bin"), UploadId: mp.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{done[1], done[0]}}}); code(err) != "InvalidPart" {
+		t.Fatalf("complete out of order: %v", err)
+	}
+	cm, err := c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: aws.String("data"), Key: aws.String("multi.bin"), UploadId: mp.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`"%x-3"`, md5s.Sum(nil)); *cm.ETag != want {
+		t.Fatalf("multipart etag %s, want %s", *cm.ETag, want)
+	}
+	if b, err := get("multi.bin", ""); err != nil || !bytes.Equal(b, whole) {
+		t.Fatalf("get multipart object: %v", err)
+	}
+	if b, err := get("multi.bin", fmt.Sprintf("bytes=%d-%d", 5<<20-10, 5<<20+9)); err != nil || !bytes.Equal(b, whole[5<<20-10:5<<20+10]) {
+		t.Fatalf("range across parts: %v", err)
+	}
+	ab, err := c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String("data"), Key: aws.String("aborted")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UploadPart(ctx, &awss3.UploadPartInput{Bucket: aws.String("data"), Key: aws.String("aborted"), UploadId: ab.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("part")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{Bucket: aws.String("data"), Key: aws.String("aborted"), UploadId: ab.UploadId}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListParts(ctx, &awss3.ListPartsInput{Bucket: aws.String("data"), Key: aws.String("aborted"), UploadId: ab.UploadId}); code(err) != "NoSuchUpload" {
+		t.Fatalf("parts of an aborted upload: %v", err)
+	}
+	if _, err := get("aborted", ""); code(err) != "NoSuchKey" {
+		t.Fatalf("an aborted upload left an object: %v", err)
+	}
+
 	// A key with read permission on the bucket reads but does not write,
 	// and sees no other bucket.
 	reader, err := gw.CreateKey(ctx, false, map[string]gateway.Perm{"data": gateway.Read})

@@ -1,0 +1,289 @@
+package gateway
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/dag"
+)
+
+// Multipart uploads, as S3's: parts are stored as they come (each a grid
+// object, or inline if tiny) and recorded in the registry under
+// /uploads/ID; completing writes one object entry that lists the parts,
+// so nothing is copied. Until then the parts show in no listing.
+
+// Errors of multipart uploads.
+var (
+	ErrNoUpload = errors.New("gateway: no such upload")
+	ErrBadPart  = errors.New("gateway: invalid part")
+)
+
+// MaxParts is S3's limit on the parts of one upload.
+const MaxParts = 10000
+
+// Part is one part of an object.
+type Part struct {
+	Number int       `json:"n"`
+	Size   int64     `json:"size"`
+	ETag   string    `json:"etag"` // hex MD5 of the part
+	Cap    string    `json:"cap,omitempty"`
+	Inline []byte    `json:"inline,omitempty"`
+	Time   time.Time `json:"time"`
+}
+
+// Upload is a multipart upload in progress.
+type Upload struct {
+	ID        string     `json:"id"`
+	Bucket    string     `json:"bucket"`
+	Key       string     `json:"key"`
+	Options   PutOptions `json:"opt"`
+	Initiated time.Time  `json:"initiated"`
+}
+
+func uploadDir(id string) string { return "/uploads/" + id }
+
+// ensureUploads makes the registry's /uploads directory once.
+func (g *Gateway) ensureUploads(ctx context.Context) error {
+	if _, err := g.db.Stat(g.registry.ns, "/uploads"); err == nil {
+		return nil
+	}
+	return g.write(ctx, &g.registry, "/uploads", func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.Entry(dag.Mkdir, a, h, n, nil), nil
+	})
+}
+
+// CreateUpload starts a multipart upload of key.
+func (g *Gateway) CreateUpload(ctx context.Context, bucketName, key string, opt PutOptions) (Upload, error) {
+	if _, err := g.bucket(ctx, bucketName); err != nil {
+		return Upload{}, err
+	}
+	if _, err := keyPath(key); err != nil {
+		return Upload{}, err
+	}
+	if err := g.ensureUploads(ctx); err != nil {
+		return Upload{}, err
+	}
+	id := make([]byte, 16)
+	rand.Read(id)
+	u := Upload{ID: hex.EncodeToString(id), Bucket: bucketName, Key: key, Options: opt, Initiated: time.Now().UTC()}
+	body, _ := json.Marshal(u)
+	dir := uploadDir(u.ID)
+	if err := g.write(ctx, &g.registry, dir, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.Entry(dag.Mkdir, a, h, n, nil), nil
+	}); err != nil {
+		return Upload{}, err
+	}
+	return u, g.write(ctx, &g.registry, dir+"/info", func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.File(a, h, n, body)
+	})
+}
+
+// upload reads an upload's record, checking it belongs to bucket/key.
+func (g *Gateway) upload(ctx context.Context, bucketName, key, id string) (Upload, error) {
+	var u Upload
+	if b, err := hex.DecodeString(id); err != nil || len(b) != 16 {
+		return u, ErrNoUpload
+	}
+	raw, err := g.readFile(&g.registry, uploadDir(id)+"/info")
+	if err == nil && raw == nil {
+		g.sync(ctx, &g.registry)
+		raw, err = g.readFile(&g.registry, uploadDir(id)+"/info")
+	}
+	if err != nil {
+		return u, err
+	}
+	if raw == nil {
+		return u, ErrNoUpload
+	}
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return u, err
+	}
+	if u.Bucket != bucketName || u.Key != key {
+		return u, ErrNoUpload
+	}
+	return u, nil
+}
+
+// PutPart stores part number n (1..10000) of an upload.
+func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int, r io.Reader, size int64) (Part, error) {
+	if n < 1 || n > MaxParts {
+		return Part{}, fmt.Errorf("%w: part number %d outside 1..%d", ErrBadPart, n, MaxParts)
+	}
+	if _, err := g.upload(ctx, bucketName, key, id); err != nil {
+		return Part{}, err
+	}
+	h := md5.New()
+	head, err := io.ReadAll(io.LimitReader(io.TeeReader(r, h), int64(g.cfg.Inline)+1))
+	if err != nil {
+		return Part{}, err
+	}
+	p := Part{Number: n, Time: time.Now().UTC()}
+	if len(head) <= g.cfg.Inline {
+		p.Inline, p.Size = head, int64(len(head))
+	} else {
+		counter := &countingReader{r: io.MultiReader(strings.NewReader(string(head)), io.TeeReader(r, h))}
+		rc, err := g.putObject(ctx, counter, size)
+		if err != nil {
+			return Part{}, err
+		}
+		p.Cap, p.Size = rc.String(), counter.n
+	}
+	if size >= 0 && p.Size != size {
+		return Part{}, fmt.Errorf("gateway: part has %d bytes, %d announced", p.Size, size)
+	}
+	p.ETag = hex.EncodeToString(h.Sum(nil))
+	body, _ := json.Marshal(p)
+	return p, g.write(ctx, &g.registry, fmt.Sprintf("%s/%05d", uploadDir(id), n), func(w *dag.Writer, a dag.Hash, hs []dag.Hash, name string) (*dag.Entry, []*dag.Block) {
+		return w.File(a, hs, name, body)
+	})
+}
+
+// Parts lists the parts stored so far, by number.
+func (g *Gateway) Parts(ctx context.Context, bucketName, key, id string) ([]Part, error) {
+	if _, err := g.upload(ctx, bucketName, key, id); err != nil {
+		return nil, err
+	}
+	items, err := g.db.List(g.registry.ns, uploadDir(id), "", 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []Part
+	for _, it := range items {
+		if it.Name == "info" {
+			continue
+		}
+		raw, err := g.readFile(&g.registry, it.Path)
+		if err != nil || raw == nil {
+			continue
+		}
+		var p Part
+		if json.Unmarshal(raw, &p) == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// Uploads lists the uploads in progress in a bucket.
+func (g *Gateway) Uploads(ctx context.Context, bucketName string) ([]Upload, error) {
+	if _, err := g.bucket(ctx, bucketName); err != nil {
+		return nil, err
+	}
+	items, err := g.db.List(g.registry.ns, "/uploads", "", 0)
+	if err != nil {
+		return nil, nil // no upload ever
+	}
+	var out []Upload
+	for _, it := range items {
+		raw, _ := g.readFile(&g.registry, it.Path+"/info")
+		var u Upload
+		if raw != nil && json.Unmarshal(raw, &u) == nil && u.Bucket == bucketName {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// PartRef is a part as the client names it when completing.
+type PartRef struct {
+	Number int
+	ETag   string // hex, quotes removed
+}
+
+// CompleteUpload writes the object from the listed parts, in order: every
+// part but the last must be at least minPart bytes; the ETag is S3's
+// MD5 of the parts' MD5s, "-N".
+func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64) (ObjectInfo, error) {
+	u, err := g.upload(ctx, bucketName, key, id)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	stored, err := g.Parts(ctx, bucketName, key, id)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	byNum := map[int]Part{}
+	for _, p := range stored {
+		byNum[p.Number] = p
+	}
+	if len(refs) == 0 {
+		return ObjectInfo{}, fmt.Errorf("%w: no parts given", ErrBadPart)
+	}
+	info := ObjectInfo{ContentType: u.Options.ContentType, Meta: u.Options.Meta, Headers: u.Options.Headers, Modified: time.Now().UTC()}
+	sum := md5.New()
+	for i, ref := range refs {
+		p, ok := byNum[ref.Number]
+		if !ok || p.ETag != ref.ETag {
+			return ObjectInfo{}, fmt.Errorf("%w: part %d was not uploaded, or its ETag differs", ErrBadPart, ref.Number)
+		}
+		if i > 0 && ref.Number <= refs[i-1].Number {
+			return ObjectInfo{}, fmt.Errorf("%w: parts must be listed in ascending order", ErrBadPart)
+		}
+		if i < len(refs)-1 && p.Size < minPart {
+			return ObjectInfo{}, fmt.Errorf("%w: part %d is smaller than %d bytes and not the last", ErrBadPart, ref.Number, minPart)
+		}
+		raw, _ := hex.DecodeString(p.ETag)
+		sum.Write(raw)
+		p.Time = time.Time{}
+		info.Parts = append(info.Parts, p)
+		info.Size += p.Size
+	}
+	info.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(sum.Sum(nil)), len(refs))
+	b, err := g.bucket(ctx, bucketName)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	p, _ := keyPath(key)
+	rec := encodeRecord(info, nil)
+	var entry dag.Hash
+	if err := g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		e, blocks := w.File(a, heads, n, rec)
+		entry = e.Hash()
+		return e, blocks
+	}); err != nil {
+		return ObjectInfo{}, err
+	}
+	info.Key, info.Version = key, entry
+	return info, g.dropUpload(ctx, id)
+}
+
+// AbortUpload forgets an upload and its parts.
+func (g *Gateway) AbortUpload(ctx context.Context, bucketName, key, id string) error {
+	if _, err := g.upload(ctx, bucketName, key, id); err != nil {
+		return err
+	}
+	return g.dropUpload(ctx, id)
+}
+
+func (g *Gateway) dropUpload(ctx context.Context, id string) error {
+	return g.write(ctx, &g.registry, uploadDir(id), func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.Entry(dag.Delete, a, h, n, nil), nil
+	})
+}
+
+// getParts writes length bytes from off of a multipart object.
+func (g *Gateway) getParts(ctx context.Context, parts []Part, w io.Writer, off, length int64) error {
+	for _, p := range parts {
+		if length <= 0 {
+			return nil
+		}
+		if off >= p.Size {
+			off -= p.Size
+			continue
+		}
+		n := min(p.Size-off, length)
+		if err := g.getBytes(ctx, p.Cap, p.Inline, w, off, n); err != nil {
+			return err
+		}
+		off, length = 0, length-n
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+package s3
+
+import (
+	"encoding/xml"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/gateway"
+)
+
+// MinPart is the smallest size of a part that is not the last (S3's).
+const MinPart = 5 << 20
+
+func (s *Server) createUpload(q *request) {
+	u, err := s.gw.CreateUpload(q.r.Context(), q.bucket, q.object, putOptions(q.r.Header))
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	q.xml(200, struct {
+		XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
+		NS       string   `xml:"xmlns,attr"`
+		Bucket   string
+		Key      string
+		UploadID string `xml:"UploadId"`
+	}{NS: s3ns, Bucket: q.bucket, Key: q.object, UploadID: u.ID})
+}
+
+func (s *Server) uploadPart(q *request) {
+	v := q.r.URL.Query()
+	n, err := strconv.Atoi(v.Get("partNumber"))
+	if err != nil || n < 1 || n > gateway.MaxParts {
+		q.fail(s3err("InvalidArgument", 400, "Part number must be an integer between 1 and 10000, inclusive"))
+		return
+	}
+	p, err := s.gw.PutPart(q.r.Context(), q.bucket, q.object, v.Get("uploadId"), n, q.body, q.length)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	q.bytes = p.Size
+	q.w.Header().Set("ETag", `"`+p.ETag+`"`)
+	q.status = 200
+	q.w.WriteHeader(200)
+}
+
+func (s *Server) listParts(q *request) {
+	id := q.r.URL.Query().Get("uploadId")
+	parts, err := s.gw.Parts(q.r.Context(), q.bucket, q.object, id)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	type partXML struct {
+		PartNumber   int
+		LastModified string
+		ETag         string
+		Size         int64
+	}
+	out := struct {
+		XMLName     xml.Name `xml:"ListPartsResult"`
+		NS          string   `xml:"xmlns,attr"`
+		Bucket      string
+		Key         string
+		UploadID    string `xml:"UploadId"`
+		MaxParts    int
+		IsTruncated bool
+		Parts       []partXML `xml:"Part"`
+	}{NS: s3ns, Bucket: q.bucket, Key: q.object, UploadID: id, MaxParts: gateway.MaxParts}
+	for _, p := range parts {
+		out.Parts = append(out.Parts, partXML{p.Number, p.Time.Format("2006-01-02T15:04:05.000Z"), `"` + p.ETag + `"`, p.Size})
+	}
+	q.xml(200, out)
+}
+
+func (s *Server) completeUpload(q *request) {
+	var in struct {
+		Parts []struct {
+			PartNumber int
+			ETag       string
+		} `xml:"Part"`
+	}
+	body, err := io.ReadAll(io.LimitReader(q.body, 4<<20))
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	if err := xml.Unmarshal(body, &in); err != nil || len(in.Parts) == 0 {
+		q.fail(errMalformedXML)
+		return
+	}
+	refs := make([]gateway.PartRef, len(in.Parts))
+	for i, p := range in.Parts {
+		refs[i] = gateway.PartRef{Number: p.PartNumber, ETag: strings.Trim(p.ETag, `"`)}
+	}
+	info, err := s.gw.CompleteUpload(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	q.xml(200, struct {
+		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
+		NS       string   `xml:"xmlns,attr"`
+		Location string
+		Bucket   string
+		Key      string
+		ETag     string
+	}{NS: s3ns, Location: "/" + q.bucket + "/" + q.object, Bucket: q.bucket, Key: q.object, ETag: `"` + info.ETag + `"`})
+}
+
+func (s *Server) abortUpload(q *request) {
+	if err := s.gw.AbortUpload(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId")); err != nil {
+		q.fail(err)
+		return
+	}
+	q.status = http.StatusNoContent
+	q.w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listUploads(q *request) {
+	us, err := s.gw.Uploads(q.r.Context(), q.bucket)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	type uploadXML struct {
+		Key       string
+		UploadID  string `xml:"UploadId"`
+		Initiated string
+	}
+	out := struct {
+		XMLName     xml.Name `xml:"ListMultipartUploadsResult"`
+		NS          string   `xml:"xmlns,attr"`
+		Bucket      string
+		MaxUploads  int
+		IsTruncated bool
+		Uploads     []uploadXML `xml:"Upload"`
+	}{NS: s3ns, Bucket: q.bucket, MaxUploads: 1000}
+	for _, u := range us {
+		out.Uploads = append(out.Uploads, uploadXML{u.Key, u.ID, u.Initiated.Format(time.RFC3339)})
+	}
+	q.xml(200, out)
+}
