@@ -36,8 +36,12 @@ func (s *s3Service) Close() {
 
 // openGateway opens the gateway whose state is in dir, on the grid of s.
 func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) (*gateway.Gateway, error) {
-	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log})
+	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax})
 }
+
+// inlineMax is --inline of quilt gateway: objects up to this size live in
+// their namespace entry.
+var inlineMax = 4096
 
 // startS3 starts a gateway serving S3 on addr, creating its first
 // (admin) access key on first use and writing dir/s3.env.
@@ -93,6 +97,7 @@ func runGateway(ctx context.Context, args []string) error {
 	addr := fs.String("s3", "127.0.0.1:7780", "S3 endpoint address (host:port)")
 	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
 	region := fs.String("region", "us-east-1", "region reported to clients")
+	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}

@@ -80,6 +80,18 @@ func TestS3WithTheAWSSDK(t *testing.T) {
 	if _, err := c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String("nope")}); err == nil {
 		t.Fatal("head of a missing bucket succeeded")
 	}
+	if loc, err := c.GetBucketLocation(ctx, &awss3.GetBucketLocationInput{Bucket: aws.String("data")}); err != nil || loc.LocationConstraint != "" {
+		t.Fatalf("location: %v %+v", err, loc)
+	}
+	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("scratch")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: aws.String("scratch")}); err != nil {
+		t.Fatalf("delete an empty bucket: %v", err)
+	}
+	if _, err := c.HeadBucket(ctx, &awss3.HeadBucketInput{Bucket: aws.String("scratch")}); err == nil {
+		t.Fatal("a deleted bucket is still there")
+	}
 
 	small := []byte("hello from the SDK")
 	big := make([]byte, 5<<20+3)
@@ -136,6 +148,14 @@ func TestS3WithTheAWSSDK(t *testing.T) {
 	}
 	if _, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("data"), Key: aws.String("docs/hello.txt"), IfMatch: aws.String(`"0000"`)}); code(err) != "PreconditionFailed" {
 		t.Fatalf("If-Match with another ETag: %v", err)
+	}
+	if _, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("data"), Key: aws.String("docs/hello.txt"), IfModifiedSince: aws.Time(time.Now().Add(time.Hour))}); !strings.Contains(fmt.Sprint(err), "304") {
+		t.Fatalf("If-Modified-Since after the write: %v", err)
+	}
+	if out, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("data"), Key: aws.String("docs/hello.txt"), IfModifiedSince: aws.Time(time.Now().Add(-time.Hour))}); err != nil {
+		t.Fatalf("If-Modified-Since before the write: %v", err)
+	} else {
+		out.Body.Close()
 	}
 
 	// Listing: prefix, delimiter, pages.
