@@ -1,0 +1,119 @@
+// Command s3load measures an S3 endpoint with aws-sdk-go-v2: PUT and GET
+// throughput of 1, 16 and 128 MiB objects at concurrency 1 and 8, and
+// PUT/GET operations per second of 4 KiB objects at concurrency 8. The
+// same program measures Quilt and MinIO, so both see the same load.
+//
+//	s3load -endpoint http://127.0.0.1:7780 -key ID -secret SECRET -label quilt
+//
+// It makes (and empties) a bucket named s3load-<random>. Every case is
+// bounded in count and time.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+func main() {
+	endpoint := flag.String("endpoint", os.Getenv("AWS_ENDPOINT_URL"), "S3 endpoint")
+	key := flag.String("key", os.Getenv("AWS_ACCESS_KEY_ID"), "access key ID")
+	secret := flag.String("secret", os.Getenv("AWS_SECRET_ACCESS_KEY"), "secret key")
+	label := flag.String("label", "s3", "name of the system, for the table")
+	budget := flag.Duration("time", 20*time.Second, "time budget of each case")
+	quick := flag.Bool("quick", false, "skip 128 MiB")
+	flag.Parse()
+	c := s3.New(s3.Options{BaseEndpoint: endpoint, Region: "us-east-1", UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(*key, *secret, "")})
+	ctx := context.Background()
+	rb := make([]byte, 4)
+	rand.Read(rb)
+	bucket := fmt.Sprintf("s3load-%x", rb)
+	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &bucket}); err != nil {
+		log.Fatal(err)
+	}
+	data := make([]byte, 128<<20)
+	rand.Read(data)
+	fmt.Printf("| system | case | concurrency | PUT | GET |\n|---|---|---|---|---|\n")
+	sizes := []int{1 << 20, 16 << 20, 128 << 20}
+	if *quick {
+		sizes = sizes[:2]
+	}
+	for _, size := range sizes {
+		for _, conc := range []int{1, 8} {
+			count := max(conc, min(64, int(256<<20/size)*conc/2))
+			put, get := run(ctx, c, bucket, data[:size], conc, count, *budget)
+			mb := float64(size) / 1e6
+			fmt.Printf("| %s | %d MiB | %d | %.1f MB/s | %.1f MB/s |\n", *label, size>>20, conc, put*mb, get*mb)
+		}
+	}
+	put, get := run(ctx, c, bucket, data[:4096], 8, 4000, *budget)
+	fmt.Printf("| %s | 4 KiB | 8 | %.0f ops/s | %.0f ops/s |\n", *label, put, get)
+}
+
+// run PUTs count objects (stopping at the budget), then GETs them; it
+// returns operations per second of each.
+func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, count int, budget time.Duration) (float64, float64) {
+	var next atomic.Int64
+	var done atomic.Int64
+	phase := func(op func(i int) error) float64 {
+		next.Store(0)
+		done.Store(0)
+		start := time.Now()
+		deadline := start.Add(budget)
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					i := int(next.Add(1)) - 1
+					if i >= count {
+						return
+					}
+					if err := op(i); err != nil {
+						log.Fatal(err)
+					}
+					done.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return float64(done.Load()) / time.Since(start).Seconds()
+	}
+	keyOf := func(i int) string { return fmt.Sprintf("obj-%d-%d", len(body), i) }
+	put := phase(func(i int) error {
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String(keyOf(i)), Body: bytes.NewReader(body)})
+		return err
+	})
+	stored := int(done.Load())
+	count = stored
+	get := phase(func(i int) error {
+		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(keyOf(i))})
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(io.Discard, out.Body)
+		out.Body.Close()
+		if err == nil && n != int64(len(body)) {
+			err = fmt.Errorf("got %d bytes of %d", n, len(body))
+		}
+		return err
+	})
+	for i := 0; i < stored; i++ {
+		c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: aws.String(keyOf(i))})
+	}
+	return put, get
+}
