@@ -66,6 +66,10 @@ type DB struct {
 	pools map[dag.NSID]*dag.Pool
 	clock dag.Clock
 	notes *notifier
+
+	qmu        sync.Mutex // the group-commit queue
+	queue      []*ingestReq
+	committing bool
 	// OnAdmit, if set, is called after each commit with the records it
 	// admitted (watchers use it). It runs in the ingesting goroutine.
 	OnAdmit func(ns dag.NSID, raws [][]byte)
@@ -143,69 +147,127 @@ type Result struct {
 }
 
 // Ingest offers records (encodings) to namespace ns, creating it if the
-// replica did not hold it. Records are admitted in one transaction, in any
-// order; ones that wait for references stay in memory.
+// replica did not hold it. Records are admitted in any order; ones that
+// wait for references stay in memory. Concurrent calls are committed
+// together (group commit): the first caller commits its records and
+// whatever the others queued meanwhile in one transaction, so a burst of
+// writes costs one fsync, and a lone write waits for nothing.
 func (d *DB) Ingest(ns dag.NSID, raws [][]byte) (Result, error) {
-	var res Result
+	req := &ingestReq{ns: ns, raws: raws, done: make(chan struct{})}
+	d.qmu.Lock()
+	d.queue = append(d.queue, req)
+	if d.committing {
+		d.qmu.Unlock()
+		<-req.done
+	} else {
+		d.committing = true
+		for len(d.queue) > 0 {
+			batch := d.queue
+			d.queue = nil
+			d.qmu.Unlock()
+			d.commit(batch)
+			d.qmu.Lock()
+		}
+		d.committing = false
+		d.qmu.Unlock()
+	}
+	if req.err != nil {
+		return Result{}, req.err
+	}
+	if len(req.res.Admitted) > 0 {
+		d.notes.notify(ns)
+		if d.OnAdmit != nil {
+			d.OnAdmit(ns, req.res.Admitted)
+		}
+	}
+	return req.res, nil
+}
+
+// ingestReq is one Ingest call waiting for its group commit.
+type ingestReq struct {
+	ns   dag.NSID
+	raws [][]byte
+	res  Result
+	err  error
+	done chan struct{}
+}
+
+// commit admits a batch of requests in one transaction and wakes their
+// callers.
+func (d *DB) commit(batch []*ingestReq) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	pool := d.pools[ns]
-	if pool == nil {
-		pool = &dag.Pool{NS: ns, Max: poolMax}
-		d.pools[ns] = pool
-	}
 	err := d.db.Update(func(tx *bolt.Tx) error {
-		if tx.Bucket(ns[:]) == nil {
-			// A namespace exists here once something of it is admitted:
-			// junk sent for made-up namespaces leaves nothing behind.
-			defer func() {
-				if len(res.Admitted) == 0 {
-					tx.DeleteBucket(ns[:])
+		logs := map[dag.NSID]*txLog{}
+		created := map[dag.NSID]bool{}
+		admitted := map[dag.NSID]int{}
+		for _, req := range batch {
+			ns := req.ns
+			pool := d.pools[ns]
+			if pool == nil {
+				pool = &dag.Pool{NS: ns, Max: poolMax}
+				d.pools[ns] = pool
+			}
+			l := logs[ns]
+			if l == nil {
+				if tx.Bucket(ns[:]) == nil {
+					b, err := tx.CreateBucket(ns[:])
+					if err != nil {
+						return err
+					}
+					for _, s := range subs {
+						if _, err := b.CreateBucket(s); err != nil {
+							return err
+						}
+					}
+					created[ns] = true
 				}
-			}()
-			b, err := tx.CreateBucket(ns[:])
-			if err != nil {
+				l = newTxLog(tx, ns)
+				logs[ns] = l
+			}
+			res := &req.res
+			for _, raw := range req.raws {
+				r, err := dag.Decode(raw)
+				if err != nil {
+					res.Rejected = append(res.Rejected, err)
+					continue
+				}
+				out, err := pool.Ingest(l, r)
+				if err != nil {
+					return err
+				}
+				for _, a := range out.Admitted {
+					res.Admitted = append(res.Admitted, slices.Clone(a.Raw))
+					if a.Entry != nil {
+						d.clock.Observe(a.Entry.Time)
+					}
+				}
+				admitted[ns] += len(out.Admitted)
+				res.Purged += len(out.Purged)
+				res.Missing = append(res.Missing, out.Missing...)
+				res.Rejected = append(res.Rejected, out.Rejected...)
+			}
+		}
+		for ns, l := range logs {
+			if err := l.updateView(); err != nil {
 				return err
 			}
-			for _, s := range subs {
-				if _, err := b.CreateBucket(s); err != nil {
+			// A namespace exists here once something of it is admitted:
+			// junk sent for made-up namespaces leaves nothing behind.
+			if created[ns] && admitted[ns] == 0 {
+				if err := tx.DeleteBucket(ns[:]); err != nil {
 					return err
 				}
 			}
 		}
-		l := newTxLog(tx, ns)
-		for _, raw := range raws {
-			r, err := dag.Decode(raw)
-			if err != nil {
-				res.Rejected = append(res.Rejected, err)
-				continue
-			}
-			out, err := pool.Ingest(l, r)
-			if err != nil {
-				return err
-			}
-			for _, a := range out.Admitted {
-				res.Admitted = append(res.Admitted, slices.Clone(a.Raw))
-				if a.Entry != nil {
-					d.clock.Observe(a.Entry.Time)
-				}
-			}
-			res.Purged += len(out.Purged)
-			res.Missing = append(res.Missing, out.Missing...)
-			res.Rejected = append(res.Rejected, out.Rejected...)
-		}
-		return l.updateView()
+		return nil
 	})
-	if err != nil {
-		return Result{}, fmt.Errorf("namespace: ingest: %w", err)
-	}
-	if len(res.Admitted) > 0 {
-		d.notes.notify(ns)
-		if d.OnAdmit != nil {
-			d.OnAdmit(ns, res.Admitted)
+	for _, req := range batch {
+		if err != nil {
+			req.res, req.err = Result{}, fmt.Errorf("namespace: ingest: %w", err)
 		}
+		close(req.done)
 	}
-	return res, nil
 }
 
 // Get returns the records with the given hashes that the replica holds.

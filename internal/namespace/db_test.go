@@ -301,3 +301,43 @@ func TestObjectKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommit: concurrent ingests are all admitted (committed
+// together), each caller getting its own result.
+func TestGroupCommit(t *testing.T) {
+	ns, priv, _ := dag.NewNamespace()
+	key, _ := dag.NewReadKey()
+	w := &dag.Writer{NS: ns, Key: priv, Read: key}
+	d := openDB(t, t.TempDir())
+	defer d.Close()
+	d.Open(ns, &key, dag.ObjectRules)
+	root := w.Root()
+	if _, err := d.Ingest(ns, [][]byte{root.Encode()}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	errs := make(chan error, n)
+	for i := range n {
+		e := w.Entry(dag.Write, root.Hash(), nil, fmt.Sprint("k", i), []byte{byte(i)})
+		go func() {
+			res, err := d.Ingest(ns, [][]byte{e.Encode()})
+			if err == nil && (len(res.Admitted) != 1 || dag.Hash(blake3Sum(res.Admitted[0])) != e.Hash()) {
+				err = fmt.Errorf("result of another caller: %d admitted", len(res.Admitted))
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := d.Count(ns); got != n+1 {
+		t.Fatalf("%d records, want %d", got, n+1)
+	}
+}
+
+func blake3Sum(b []byte) [32]byte {
+	r, _ := dag.Decode(b)
+	return r.Hash
+}
