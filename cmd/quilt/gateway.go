@@ -135,7 +135,22 @@ func runKey(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	gw, err := openGateway(ctx, s, *dir, s.log)
+	// Work as a second gateway on a copy of the registry's key: the
+	// running gateway keeps its replica locked, and sees the change
+	// within a second through the grid.
+	reg, err := os.ReadFile(filepath.Join(*dir, "registry"))
+	if err != nil {
+		return fmt.Errorf("no gateway state in %s (start 'quilt gateway --dir %s' first): %w", *dir, *dir, err)
+	}
+	tmp, err := os.MkdirTemp("", "quilt-key-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
+		return err
+	}
+	gw, err := openGateway(ctx, s, tmp, s.log)
 	if err != nil {
 		return err
 	}

@@ -96,9 +96,10 @@ type Gateway struct {
 	log      *slog.Logger
 	registry bucket // the gateway's own namespace
 
-	mu      sync.Mutex
-	peer    *namespace.HTTPPeer
-	buckets map[string]*bucket
+	createMu sync.Mutex // one bucket creation at a time here
+	mu       sync.Mutex
+	peer     *namespace.HTTPPeer
+	buckets  map[string]*bucket
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -325,13 +326,22 @@ func (g *Gateway) commit(ctx context.Context, b *bucket, recs [][]byte) error {
 			return err
 		}
 		pr, err := p.Put(ctx, b.ns, recs, false)
-		if err == nil && len(pr.Rejected) == 0 {
+		if err == nil && len(pr.Rejected) == 0 && pr.Missing > 0 {
+			// The node holds them in memory only: it lacks what they
+			// refer to. Bring it up to date, then it must store them.
+			if _, err = namespace.Sync(ctx, g.db, b.ns, p, true); err == nil {
+				pr, err = p.Put(ctx, b.ns, recs, false)
+			}
+		}
+		if err == nil && len(pr.Rejected) == 0 && pr.Missing == 0 {
 			return nil
 		}
 		g.dropPeer(p)
 		if try == 2 || ctx.Err() != nil {
-			if err == nil {
+			if err == nil && len(pr.Rejected) > 0 {
 				err = errors.New(pr.Rejected[0])
+			} else if err == nil {
+				err = errors.New("the node could not store the entry")
 			}
 			return fmt.Errorf("%w: %v", ErrNoGrid, err)
 		}
@@ -415,6 +425,16 @@ type bucketRecord struct {
 	Owner   string    `json:"owner,omitempty"` // access key that made it
 }
 
+// Owner returns the access key that made a bucket.
+func (g *Gateway) Owner(ctx context.Context, name string) (string, error) {
+	raw, err := g.readFile(&g.registry, "/buckets/"+name)
+	if err != nil || raw == nil {
+		return "", ErrNoBucket
+	}
+	var rec bucketRecord
+	return rec.Owner, json.Unmarshal(raw, &rec)
+}
+
 // BucketInfo describes a bucket.
 type BucketInfo struct {
 	Name    string
@@ -428,8 +448,13 @@ func (g *Gateway) bucket(ctx context.Context, name string) (*bucket, error) {
 	b := g.buckets[name]
 	g.mu.Unlock()
 	if b != nil {
-		if _, err := g.db.Stat(g.registry.ns, "/buckets/"+name); err == nil {
-			return b, nil
+		// Still this bucket? (It may have been deleted, or made again
+		// with another namespace, through another gateway.)
+		if raw, err := g.readFile(&g.registry, "/buckets/"+name); err == nil && raw != nil {
+			var rec bucketRecord
+			if json.Unmarshal(raw, &rec) == nil && rec.ID == b.ns.String() {
+				return b, nil
+			}
 		}
 		g.mu.Lock()
 		delete(g.buckets, name)
@@ -470,6 +495,8 @@ func (g *Gateway) bucket(ctx context.Context, name string) (*bucket, error) {
 
 // CreateBucket makes a bucket owned by access key owner.
 func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
+	g.createMu.Lock()
+	defer g.createMu.Unlock()
 	if err := CheckBucketName(name); err != nil {
 		return err
 	}
@@ -498,6 +525,15 @@ func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
 		return w.File(a, h, n, body)
 	}); err != nil {
 		return err
+	}
+	// Two creations at once (here or on another gateway) both write the
+	// record; one wins. Only the winner's bucket is the bucket.
+	g.sync(ctx, &g.registry)
+	if raw, _ := g.readFile(&g.registry, "/buckets/"+name); raw != nil {
+		var won bucketRecord
+		if json.Unmarshal(raw, &won) == nil && won.ID != rec.ID {
+			return ErrBucketExists
+		}
 	}
 	g.mu.Lock()
 	g.buckets[name] = &nb

@@ -107,6 +107,36 @@ func TestGatewayObjects(t *testing.T) {
 		t.Fatalf("paged list: %v", all)
 	}
 
+	// Pages of one with a delimiter: each prefix once, and an end.
+	var seen []string
+	after = ""
+	for page := 0; page < 20; page++ {
+		l, err := gw.List(ctx, "photos", "", "/", after, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range l.Objects {
+			seen = append(seen, o.Key)
+		}
+		seen = append(seen, l.Prefixes...)
+		if !l.Truncated {
+			break
+		}
+		after = l.Next
+	}
+	if fmt.Sprint(seen) != "[2026/ a.txt b/]" {
+		t.Fatalf("delimited pages of one: %v", seen)
+	}
+
+	// A wrong Content-MD5 writes nothing: the old version stays.
+	if _, err := gw.Put(ctx, "photos", "a.txt", bytes.NewReader([]byte("replacement")), 11, gateway.PutOptions{WantMD5: make([]byte, 16)}); !errors.Is(err, gateway.ErrBadDigest) {
+		t.Fatalf("put with a wrong MD5: %v", err)
+	}
+	buf0 := new(bytes.Buffer)
+	if _, err := gw.Get(ctx, "photos", "a.txt", buf0, 0, -1); err != nil || !bytes.Equal(buf0.Bytes(), small) {
+		t.Fatalf("after a refused put: %q %v", buf0.Bytes(), err)
+	}
+
 	// A second gateway with the same registry serves the same buckets.
 	dir2 := t.TempDir()
 	reg, _ := os.ReadFile(filepath.Join(dir, "registry"))

@@ -113,7 +113,7 @@ func (g *Gateway) upload(ctx context.Context, bucketName, key, id string) (Uploa
 }
 
 // PutPart stores part number n (1..10000) of an upload.
-func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int, r io.Reader, size int64) (Part, error) {
+func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int, r io.Reader, size int64, want []byte) (Part, error) {
 	if n < 1 || n > MaxParts {
 		return Part{}, fmt.Errorf("%w: part number %d outside 1..%d", ErrBadPart, n, MaxParts)
 	}
@@ -137,9 +137,12 @@ func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int
 		p.Cap, p.Size = rc.String(), counter.n
 	}
 	if size >= 0 && p.Size != size {
-		return Part{}, fmt.Errorf("gateway: part has %d bytes, %d announced", p.Size, size)
+		return Part{}, fmt.Errorf("%w: part has %d bytes, %d announced", ErrIncomplete, p.Size, size)
 	}
 	p.ETag = hex.EncodeToString(h.Sum(nil))
+	if want != nil && hex.EncodeToString(want) != p.ETag {
+		return Part{}, ErrBadDigest
+	}
 	body, _ := json.Marshal(p)
 	return p, g.write(ctx, &g.registry, fmt.Sprintf("%s/%05d", uploadDir(id), n), func(w *dag.Writer, a dag.Hash, hs []dag.Hash, name string) (*dag.Entry, []*dag.Block) {
 		return w.File(a, hs, name, body)

@@ -41,7 +41,16 @@ type PutOptions struct {
 	Headers     map[string]string
 	// ETag, if set, replaces the MD5 of the content (multipart uploads).
 	ETag string
+	// WantMD5, if set, is the MD5 the content must have (Content-MD5):
+	// on a mismatch nothing is written and ErrBadDigest returned.
+	WantMD5 []byte `json:"-"`
 }
+
+// ErrBadDigest means the content's MD5 is not the one announced.
+var ErrBadDigest = errors.New("gateway: content MD5 does not match")
+
+// ErrIncomplete means the body was shorter or longer than announced.
+var ErrIncomplete = errors.New("gateway: body length differs from the one announced")
 
 const recordVersion = 1
 
@@ -108,9 +117,13 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 		info.Cap, info.Size = rc.String(), counter.n
 	}
 	if size >= 0 && info.Size != size {
-		return ObjectInfo{}, fmt.Errorf("gateway: body has %d bytes, %d announced", info.Size, size)
+		return ObjectInfo{}, fmt.Errorf("%w: %d bytes, %d announced", ErrIncomplete, info.Size, size)
 	}
-	info.ETag = hex.EncodeToString(h.Sum(nil))
+	sum := h.Sum(nil)
+	if opt.WantMD5 != nil && !bytes.Equal(opt.WantMD5, sum) {
+		return ObjectInfo{}, ErrBadDigest
+	}
+	info.ETag = hex.EncodeToString(sum)
 	if opt.ETag != "" {
 		info.ETag = opt.ETag
 	}
@@ -186,6 +199,20 @@ func (g *Gateway) lookup(ctx context.Context, bucketName, key string) (ObjectInf
 	info, inline, err := decodeRecord(raw)
 	info.Key, info.Version = key, st.Data
 	return info, inline, err
+}
+
+// Lookup returns an object's info and inline bytes, for ReadVersion.
+func (g *Gateway) Lookup(ctx context.Context, bucketName, key string) (ObjectInfo, []byte, error) {
+	return g.lookup(ctx, bucketName, key)
+}
+
+// ReadVersion writes length bytes from off of the version Lookup found,
+// even if the key has been overwritten since.
+func (g *Gateway) ReadVersion(ctx context.Context, info ObjectInfo, inline []byte, w io.Writer, off, length int64) error {
+	if len(info.Parts) > 0 {
+		return g.getParts(ctx, info.Parts, w, off, length)
+	}
+	return g.getBytes(ctx, info.Cap, inline, w, off, length)
 }
 
 // Get writes length bytes of an object from off (length < 0: to the end)
@@ -269,6 +296,18 @@ func (g *Gateway) List(ctx context.Context, bucketName, prefix, delimiter, after
 	}
 	from := max(after, prefix)
 	lastPrefix := ""
+	// A page that ended on a common prefix resumes after every key under
+	// it: 0xFF sorts after any UTF-8 byte.
+	if delimiter != "" && strings.HasPrefix(after, prefix) && strings.HasSuffix(after, delimiter) &&
+		strings.Contains(after[len(prefix):], delimiter) {
+		lastPrefix = after
+		from = after + "\xff"
+	}
+	type found struct {
+		key  string
+		data dag.Hash
+	}
+	var files []found
 	err = g.db.Scan(b.ns, "/", from, func(it namespace.Info) bool {
 		k := it.Name
 		if k <= after {
@@ -283,7 +322,7 @@ func (g *Gateway) List(ctx context.Context, bucketName, prefix, delimiter, after
 				if cp == lastPrefix {
 					return true
 				}
-				if len(out.Objects)+len(out.Prefixes) >= maxKeys {
+				if len(files)+len(out.Prefixes) >= maxKeys {
 					out.Truncated = true
 					return false
 				}
@@ -295,23 +334,30 @@ func (g *Gateway) List(ctx context.Context, bucketName, prefix, delimiter, after
 		if it.Type != dag.File {
 			return true
 		}
-		if len(out.Objects)+len(out.Prefixes) >= maxKeys {
+		if len(files)+len(out.Prefixes) >= maxKeys {
 			out.Truncated = true
 			return false
 		}
-		raw, _, err := g.db.Content(b.ns, it.Data)
-		if err != nil {
-			return true
-		}
-		info, _, err := decodeRecord(raw)
-		if err != nil {
-			return true
-		}
-		info.Key, info.Version = k, it.Data
-		out.Objects = append(out.Objects, info)
+		files = append(files, found{k, it.Data})
 		out.Next = k
 		return true
 	})
+	// Records are read after the scan: a second read transaction inside
+	// the first can deadlock bbolt behind a writer.
+	for _, f := range files {
+		raw, _, err := g.db.Content(b.ns, f.data)
+		if err != nil {
+			continue
+		}
+		info, _, err := decodeRecord(raw)
+		if err != nil {
+			continue
+		}
+		info.Key, info.Version = f.key, f.data
+		out.Objects = append(out.Objects, info)
+	}
+	// Keys and prefixes interleave in byte order; Next is the last of
+	// either, which Scan order already gives.
 	if !out.Truncated {
 		out.Next = ""
 	}

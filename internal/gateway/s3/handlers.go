@@ -3,7 +3,6 @@ package s3
 import (
 	"crypto/md5"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -51,6 +50,11 @@ func (s *Server) listBuckets(q *request) {
 func (s *Server) createBucket(q *request) {
 	ctx := q.r.Context()
 	if err := s.gw.CreateBucket(ctx, q.bucket, q.key.ID); err != nil {
+		if errors.Is(err, gateway.ErrBucketExists) {
+			if owner, _ := s.gw.Owner(ctx, q.bucket); owner != q.key.ID {
+				err = s3err("BucketAlreadyExists", 409, "The requested bucket name is not available.")
+			}
+		}
 		q.fail(err)
 		return
 	}
@@ -197,7 +201,7 @@ func (s *Server) listObjects(q *request) {
 			out.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(l.Next))
 		}
 	} else {
-		m := v.Get("marker")
+		m := enc(v.Get("marker"))
 		out.Marker = &m
 		if l.Truncated && delim != "" {
 			out.NextMarker = enc(l.Next)
@@ -266,30 +270,35 @@ func putOptions(h http.Header) gateway.PutOptions {
 func (s *Server) putObject(q *request) {
 	r := q.r
 	opt := putOptions(r.Header)
-	var want []byte
-	if m := r.Header.Get("Content-MD5"); m != "" {
-		b, err := base64.StdEncoding.DecodeString(m)
-		if err != nil || len(b) != md5.Size {
-			q.fail(s3err("InvalidDigest", 400, "The Content-MD5 you specified was invalid."))
-			return
-		}
-		want = b
+	want, ok := contentMD5(q)
+	if !ok {
+		return
 	}
+	opt.WantMD5 = want
 	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
 	if err != nil {
 		q.fail(err)
-		return
-	}
-	if want != nil && hex.EncodeToString(want) != info.ETag {
-		// The entry is written; take it back.
-		s.gw.Delete(r.Context(), q.bucket, q.object)
-		q.fail(errBadDigest)
 		return
 	}
 	q.bytes = info.Size
 	q.w.Header().Set("ETag", `"`+info.ETag+`"`)
 	q.status = 200
 	q.w.WriteHeader(200)
+}
+
+// contentMD5 reads a Content-MD5 header (nil if none); false means it was
+// malformed and the answer is sent.
+func contentMD5(q *request) ([]byte, bool) {
+	m := q.r.Header.Get("Content-MD5")
+	if m == "" {
+		return nil, true
+	}
+	b, err := base64.StdEncoding.DecodeString(m)
+	if err != nil || len(b) != md5.Size {
+		q.fail(s3err("InvalidDigest", 400, "The Content-MD5 you specified was invalid."))
+		return nil, false
+	}
+	return b, true
 }
 
 func (s *Server) copyObject(q *request) {
@@ -310,7 +319,7 @@ func (s *Server) copyObject(q *request) {
 		return
 	}
 	ctx := r.Context()
-	info, err := s.gw.Head(ctx, sb, sk)
+	info, inline, err := s.gw.Lookup(ctx, sb, sk)
 	if err != nil {
 		q.fail(err)
 		return
@@ -321,11 +330,10 @@ func (s *Server) copyObject(q *request) {
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		_, err := s.gw.Get(ctx, sb, sk, pw, 0, -1)
-		pw.CloseWithError(err)
+		pw.CloseWithError(s.gw.ReadVersion(ctx, info, inline, pw, 0, info.Size))
 	}()
 	out, err := s.gw.Put(ctx, q.bucket, q.object, pr, info.Size, opt)
-	pr.Close()
+	pr.CloseWithError(io.ErrClosedPipe) // stops the reader if Put gave up early
 	if err != nil {
 		q.fail(err)
 		return
@@ -336,6 +344,18 @@ func (s *Server) copyObject(q *request) {
 		LastModified string
 		ETag         string
 	}{NS: s3ns, LastModified: out.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + out.ETag + `"`})
+}
+
+// rangeSyntaxOK reports whether a Range header is one byte range S3
+// honours; others are ignored (RFC 9110), and the whole object is sent.
+func rangeSyntaxOK(h string) bool {
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok || strings.Contains(spec, ",") {
+		return false
+	}
+	a, b, ok := strings.Cut(spec, "-")
+	isNum := func(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+	return ok && (a == "" && isNum(b) || isNum(a) && (b == "" || isNum(b)))
 }
 
 // parseRange reads a single "bytes=a-b" range of an object of size bytes.
@@ -351,7 +371,7 @@ func parseRange(h string, size int64) (off, n int64, err error) {
 	switch {
 	case a == "":
 		k, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || k <= 0 {
+		if err != nil || k <= 0 || size == 0 {
 			return 0, 0, errRange
 		}
 		k = min(k, size)
@@ -385,7 +405,7 @@ func etagMatch(list, etag string) bool {
 func (s *Server) getObject(q *request) {
 	r, w := q.r, q.w
 	ctx := r.Context()
-	info, err := s.gw.Head(ctx, q.bucket, q.object)
+	info, inline, err := s.gw.Lookup(ctx, q.bucket, q.object)
 	if err != nil {
 		q.fail(err)
 		return
@@ -428,7 +448,7 @@ func (s *Server) getObject(q *request) {
 		}
 	}
 	off, n, status := int64(0), info.Size, 200
-	if rg := r.Header.Get("Range"); rg != "" {
+	if rg := r.Header.Get("Range"); rg != "" && rangeSyntaxOK(rg) {
 		if off, n, err = parseRange(rg, info.Size); err != nil {
 			h.Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
 			q.fail(err)
@@ -444,7 +464,7 @@ func (s *Server) getObject(q *request) {
 		return
 	}
 	cw := &countWriter{w: w}
-	if _, err := s.gw.Get(ctx, q.bucket, q.object, cw, off, n); err != nil {
+	if err := s.gw.ReadVersion(ctx, info, inline, cw, off, n); err != nil {
 		// Too late for an error answer: cut the connection short, so the
 		// client sees fewer bytes than Content-Length.
 		s.log.Warn("s3: get failed mid-stream", "id", q.id, "bucket", q.bucket, "key", q.object, "err", err)

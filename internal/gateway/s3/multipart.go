@@ -36,7 +36,11 @@ func (s *Server) uploadPart(q *request) {
 		q.fail(s3err("InvalidArgument", 400, "Part number must be an integer between 1 and 10000, inclusive"))
 		return
 	}
-	p, err := s.gw.PutPart(q.r.Context(), q.bucket, q.object, v.Get("uploadId"), n, q.body, q.length)
+	want, ok := contentMD5(q)
+	if !ok {
+		return
+	}
+	p, err := s.gw.PutPart(q.r.Context(), q.bucket, q.object, v.Get("uploadId"), n, q.body, q.length, want)
 	if err != nil {
 		q.fail(err)
 		return

@@ -20,6 +20,7 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/s3/sigv4"
+	"github.com/quilt-grid/quilt/internal/object"
 )
 
 // Options configure the S3 server.
@@ -109,8 +110,12 @@ func mapErr(err error) *Error {
 		return errBadKey
 	case errors.Is(err, gateway.ErrDenied):
 		return errDenied
-	case errors.Is(err, gateway.ErrNoGrid):
+	case errors.Is(err, gateway.ErrNoGrid), errors.Is(err, object.ErrUnhappy), errors.Is(err, object.ErrUnavailable):
 		return errUnavailable
+	case errors.Is(err, gateway.ErrBadDigest):
+		return errBadDigest
+	case errors.Is(err, gateway.ErrIncomplete):
+		return s3err("IncompleteBody", 400, "You did not provide the number of bytes specified by the Content-Length HTTP header.")
 	case errors.Is(err, gateway.ErrNoUpload):
 		return s3err("NoSuchUpload", 404, "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.")
 	case errors.Is(err, gateway.ErrBadPart):
