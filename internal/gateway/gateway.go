@@ -563,6 +563,20 @@ func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 	g.mu.Lock()
 	delete(g.buckets, name)
 	g.mu.Unlock()
+	// Grants name buckets: take them back, so a bucket made later under
+	// this name does not inherit them.
+	keys, err := g.Keys(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, ok := k.Buckets[name]; ok {
+			delete(k.Buckets, name)
+			if err := g.PutKey(ctx, k); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

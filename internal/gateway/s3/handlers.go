@@ -59,11 +59,18 @@ func (s *Server) createBucket(q *request) {
 		return
 	}
 	if !q.key.Admin {
-		if q.key.Buckets == nil {
-			q.key.Buckets = map[string]gateway.Perm{}
+		// Re-read the key just before changing it, so a change made
+		// meanwhile (a grant, a deletion) is not undone.
+		k, err := s.gw.Key(ctx, q.key.ID)
+		if err != nil {
+			q.fail(err)
+			return
 		}
-		q.key.Buckets[q.bucket] = gateway.Owner
-		if err := s.gw.PutKey(ctx, q.key); err != nil {
+		if k.Buckets == nil {
+			k.Buckets = map[string]gateway.Perm{}
+		}
+		k.Buckets[q.bucket] = gateway.Owner
+		if err := s.gw.PutKey(ctx, k); err != nil {
 			q.fail(err)
 			return
 		}

@@ -314,6 +314,34 @@ func TestS3WithTheAWSSDK(t *testing.T) {
 		t.Fatalf("reader delete bucket: %v", err)
 	}
 
+	// A key that made a bucket owns it; once the bucket is deleted, the
+	// grant goes with it, and a bucket made again under the name is not
+	// the old owner's.
+	maker, err := gw.CreateKey(ctx, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := client(srv.URL, maker.ID, maker.Secret)
+	if _, err := mc.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("mine")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mc.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("mine"), Key: aws.String("x"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatalf("owner put: %v", err)
+	}
+	if _, err := rc.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("mine"), Key: aws.String("y"), Body: strings.NewReader("y")}); code(err) != "AccessDenied" {
+		t.Fatalf("another key wrote into a bucket it has no grant on: %v", err)
+	}
+	mc.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String("mine"), Key: aws.String("x")})
+	if _, err := mc.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: aws.String("mine")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("mine")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mc.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("mine"), Key: aws.String("z"), Body: strings.NewReader("z")}); code(err) != "AccessDenied" {
+		t.Fatalf("the old owner wrote into a new bucket of the same name: %v", err)
+	}
+
 	// n−k nodes stopped: GET still answers.
 	for i := 3; i < 10; i++ {
 		g.Kill(i)
