@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -674,5 +673,3 @@ func cfsRun(ctx context.Context, verb, usage string, args []string) error {
 	}
 	return nil
 }
-
-var _ = flag.ErrHelp

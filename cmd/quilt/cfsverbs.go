@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base32"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -546,5 +545,3 @@ func (c *cfs) grantDir(e *dag.Entry) (string, bool) {
 	}
 	return v.Path, true
 }
-
-var _ = errors.New

@@ -15,11 +15,11 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,21 +189,28 @@ func loadRegistry(dir string) (registryFile, bool, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return reg, false, err
 	}
-	id, priv, err := dag.NewNamespace()
-	if err != nil {
+	if reg, err = newNamespaceFile(); err != nil {
 		return reg, false, err
 	}
-	rk, err := dag.NewReadKey()
-	if err != nil {
-		return reg, false, err
-	}
-	reg = registryFile{ID: id.String(), ReadKey: rk.String(), RootKey: enc(priv.Seed())}
 	b, _ = json.MarshalIndent(reg, "", "  ")
 	tmp := p + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return reg, false, err
 	}
 	return reg, true, os.Rename(tmp, p)
+}
+
+// newNamespaceFile makes the keys of a new namespace.
+func newNamespaceFile() (registryFile, error) {
+	id, priv, err := dag.NewNamespace()
+	if err != nil {
+		return registryFile{}, err
+	}
+	rk, err := dag.NewReadKey()
+	if err != nil {
+		return registryFile{}, err
+	}
+	return registryFile{ID: id.String(), ReadKey: rk.String(), RootKey: enc(priv.Seed())}, nil
 }
 
 func openBucket(db *namespace.DB, name string, f registryFile, rules dag.Rules) (bucket, error) {
@@ -365,10 +372,8 @@ func (g *Gateway) write(ctx context.Context, b *bucket, p string, mk func(w *dag
 			g.db.Clock().Observe(v.Entry.Time)
 		}
 	}
-	name := p[len(dir):]
-	if dir != "/" {
-		name = p[len(dir)+1:]
-	} else {
+	name := p[len(dir)+1:]
+	if dir == "/" {
 		name = p[1:]
 	}
 	e, blocks := mk(b.w, info.Data, heads, name)
@@ -503,16 +508,11 @@ func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
 	if _, err := g.bucket(ctx, name); err == nil {
 		return ErrBucketExists
 	}
-	id, priv, err := dag.NewNamespace()
+	f, err := newNamespaceFile()
 	if err != nil {
 		return err
 	}
-	rk, err := dag.NewReadKey()
-	if err != nil {
-		return err
-	}
-	rec := bucketRecord{registryFile: registryFile{ID: id.String(), ReadKey: rk.String(), RootKey: enc(priv.Seed())},
-		Created: time.Now().UTC(), Owner: owner}
+	rec := bucketRecord{registryFile: f, Created: time.Now().UTC(), Owner: owner}
 	nb, err := openBucket(g.db, name, rec.registryFile, dag.ObjectRules)
 	if err != nil {
 		return err
@@ -616,18 +616,9 @@ func (g *Gateway) CreateKey(ctx context.Context, admin bool, buckets map[string]
 	secret := make([]byte, 30)
 	rand.Read(id)
 	rand.Read(secret)
-	k := AccessKey{ID: "QK" + strings.ToUpper(b32.EncodeToString(id)), Secret: base64ish(secret),
+	k := AccessKey{ID: "QK" + strings.ToUpper(b32.EncodeToString(id)), Secret: base64.RawStdEncoding.EncodeToString(secret),
 		Admin: admin, Buckets: buckets, Created: time.Now().UTC()}
 	return k, g.PutKey(ctx, k)
-}
-
-func base64ish(b []byte) string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-	var sb strings.Builder
-	for _, c := range b {
-		sb.WriteByte(alphabet[int(c)%len(alphabet)])
-	}
-	return sb.String()
 }
 
 // PutKey stores (or replaces) an access key.
@@ -691,5 +682,3 @@ func (g *Gateway) DeleteKey(ctx context.Context, id string) error {
 func (k AccessKey) Allowed(bucket string, p Perm) bool {
 	return k.Admin || k.Buckets[bucket] >= p
 }
-
-var _ = bytes.Compare

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/dag"
@@ -120,29 +119,11 @@ func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int
 	if _, err := g.upload(ctx, bucketName, key, id); err != nil {
 		return Part{}, err
 	}
-	h := md5.New()
-	head, err := io.ReadAll(io.LimitReader(io.TeeReader(r, h), int64(g.cfg.Inline)+1))
+	st, err := g.store(ctx, r, size, want)
 	if err != nil {
 		return Part{}, err
 	}
-	p := Part{Number: n, Time: time.Now().UTC()}
-	if len(head) <= g.cfg.Inline {
-		p.Inline, p.Size = head, int64(len(head))
-	} else {
-		counter := &countingReader{r: io.MultiReader(strings.NewReader(string(head)), io.TeeReader(r, h))}
-		rc, err := g.putObject(ctx, counter, size)
-		if err != nil {
-			return Part{}, err
-		}
-		p.Cap, p.Size = rc.String(), counter.n
-	}
-	if size >= 0 && p.Size != size {
-		return Part{}, fmt.Errorf("%w: part has %d bytes, %d announced", ErrIncomplete, p.Size, size)
-	}
-	p.ETag = hex.EncodeToString(h.Sum(nil))
-	if want != nil && hex.EncodeToString(want) != p.ETag {
-		return Part{}, ErrBadDigest
-	}
+	p := Part{Number: n, Time: time.Now().UTC(), Size: st.size, Cap: st.cap, Inline: st.inline, ETag: hex.EncodeToString(st.md5)}
 	body, _ := json.Marshal(p)
 	return p, g.write(ctx, &g.registry, fmt.Sprintf("%s/%05d", uploadDir(id), n), func(w *dag.Writer, a dag.Hash, hs []dag.Hash, name string) (*dag.Entry, []*dag.Block) {
 		return w.File(a, hs, name, body)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/dag"
+	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/namespace"
 )
 
@@ -98,31 +99,13 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	h := md5.New()
-	head, err := io.ReadAll(io.LimitReader(io.TeeReader(r, h), int64(g.cfg.Inline)+1))
+	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Modified: time.Now().UTC()}
+	st, err := g.store(ctx, r, size, opt.WantMD5)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Modified: time.Now().UTC()}
-	var inline []byte
-	if len(head) <= g.cfg.Inline {
-		inline = head
-		info.Size = int64(len(head))
-	} else {
-		counter := &countingReader{r: io.MultiReader(bytes.NewReader(head), io.TeeReader(r, h))}
-		rc, err := g.putObject(ctx, counter, size)
-		if err != nil {
-			return ObjectInfo{}, err
-		}
-		info.Cap, info.Size = rc.String(), counter.n
-	}
-	if size >= 0 && info.Size != size {
-		return ObjectInfo{}, fmt.Errorf("%w: %d bytes, %d announced", ErrIncomplete, info.Size, size)
-	}
-	sum := h.Sum(nil)
-	if opt.WantMD5 != nil && !bytes.Equal(opt.WantMD5, sum) {
-		return ObjectInfo{}, ErrBadDigest
-	}
+	info.Cap, info.Size = st.cap, st.size
+	inline, sum := st.inline, st.md5
 	info.ETag = hex.EncodeToString(sum)
 	if opt.ETag != "" {
 		info.ETag = opt.ETag
@@ -136,6 +119,45 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	})
 	info.Key, info.Version = key, entry
 	return info, err
+}
+
+// stored is bytes put away by store.
+type stored struct {
+	inline []byte // the bytes, if they fit inline
+	cap    string // else the grid object's read capability
+	size   int64
+	md5    []byte
+}
+
+// store reads r (size bytes, or -1 if unknown), hashing it with MD5 as it
+// streams: up to Config.Inline bytes are kept to go inline, more go to the
+// grid as an erasure-coded object. A body of another length than size,
+// or (with want set) another MD5, is refused.
+func (g *Gateway) store(ctx context.Context, r io.Reader, size int64, want []byte) (stored, error) {
+	var st stored
+	h := md5.New()
+	head, err := io.ReadAll(io.LimitReader(io.TeeReader(r, h), int64(g.cfg.Inline)+1))
+	if err != nil {
+		return st, err
+	}
+	if len(head) <= g.cfg.Inline {
+		st.inline, st.size = head, int64(len(head))
+	} else {
+		counter := &countingReader{r: io.MultiReader(bytes.NewReader(head), io.TeeReader(r, h))}
+		rc, err := g.putObject(ctx, counter, size)
+		if err != nil {
+			return st, err
+		}
+		st.cap, st.size = rc.String(), counter.n
+	}
+	if size >= 0 && st.size != size {
+		return st, fmt.Errorf("%w: %d bytes, %d announced", ErrIncomplete, st.size, size)
+	}
+	st.md5 = h.Sum(nil)
+	if want != nil && !bytes.Equal(want, st.md5) {
+		return st, ErrBadDigest
+	}
+	return st, nil
 }
 
 type countingReader struct {
@@ -158,7 +180,7 @@ func (g *Gateway) putObject(ctx context.Context, r io.Reader, size int64) (codec
 	}
 	alive := 0
 	for _, m := range ms {
-		if m.State == "alive" {
+		if m.State == member.Alive {
 			alive++
 		}
 	}

@@ -248,7 +248,12 @@ func (p HTTPPeer) Namespaces(ctx context.Context) ([]dag.NSID, error) {
 
 // Root implements Peer.
 func (p HTTPPeer) Root(ctx context.Context, ns dag.NSID) (Digest, error) {
-	b, err := p.do(ctx, "GET", "/v1/ns/"+ns.String()+"/root", nil)
+	return p.digest(ctx, "/v1/ns/"+ns.String()+"/root")
+}
+
+// digest GETs a path that answers a root digest.
+func (p HTTPPeer) digest(ctx context.Context, path string) (Digest, error) {
+	b, err := p.do(ctx, "GET", path, nil)
 	if err != nil {
 		return Digest{}, err
 	}
@@ -330,13 +335,5 @@ func (p HTTPPeer) Put(ctx context.Context, ns dag.NSID, raws [][]byte, fromSync 
 
 // Wait long-polls until the peer's root of ns differs from seen.
 func (p HTTPPeer) Wait(ctx context.Context, ns dag.NSID, seen Digest, timeout time.Duration) (Digest, error) {
-	b, err := p.do(ctx, "GET", fmt.Sprintf("/v1/ns/%s/wait?xor=%x&count=%d&timeout=%s", ns, seen.Xor, seen.Count, timeout), nil)
-	if err != nil {
-		return Digest{}, err
-	}
-	var j digestJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return Digest{}, err
-	}
-	return j.digest()
+	return p.digest(ctx, fmt.Sprintf("/v1/ns/%s/wait?xor=%x&count=%d&timeout=%s", ns, seen.Xor, seen.Count, timeout))
 }

@@ -499,5 +499,3 @@ func (s *Server) deleteObject(q *request) {
 	q.status = 204
 	q.w.WriteHeader(204)
 }
-
-var _ = errors.New

@@ -6,12 +6,10 @@
 package s3
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/xml"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -31,10 +29,9 @@ type Options struct {
 
 // Server is the S3 API of a gateway.
 type Server struct {
-	gw     *gateway.Gateway
-	opt    Options
-	verify *sigv4.Verifier
-	log    *slog.Logger
+	gw  *gateway.Gateway
+	opt Options
+	log *slog.Logger
 }
 
 // New returns the S3 server of gw.
@@ -45,17 +42,7 @@ func New(gw *gateway.Gateway, opt Options) *Server {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{gw: gw, opt: opt, log: opt.Logger}
-	s.verify = &sigv4.Verifier{Secret: func(id string) (string, bool) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		k, err := gw.Key(ctx, id)
-		if err != nil {
-			return "", false
-		}
-		return k.Secret, true
-	}}
-	return s
+	return &Server{gw: gw, opt: opt, log: opt.Logger}
 }
 
 // Error is an S3 error answer.
@@ -178,16 +165,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	q.bucket, q.object, _ = strings.Cut(path, "/")
-	res, err := s.verify.Verify(r)
+	// The key the signature names is looked up once, for its secret and
+	// for its permissions.
+	v := sigv4.Verifier{Secret: func(id string) (string, bool) {
+		k, err := s.gw.Key(r.Context(), id)
+		q.key = k
+		return k.Secret, err == nil
+	}}
+	res, err := v.Verify(r)
 	if err != nil {
 		if errors.Is(err, sigv4.ErrAnonymous) {
 			err = errDenied
 		}
 		q.fail(err)
-		return
-	}
-	if q.key, err = s.gw.Key(r.Context(), res.AccessKey); err != nil {
-		q.fail(errDenied)
 		return
 	}
 	q.body, q.length = res.Body, res.Length
@@ -288,5 +278,3 @@ func (s *Server) allowed(q *request, p gateway.Perm) bool {
 	q.fail(errDenied)
 	return false
 }
-
-var _ = fmt.Sprint
