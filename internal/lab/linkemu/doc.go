@@ -14,5 +14,11 @@
 // with [Network.Register]; connections made by [Network.Dialer] to them go
 // through the same pumps.
 //
-// All methods of Network and Transport are safe for concurrent use.
+// A [Proxy] puts a real TCP server of another program behind a link.
+// Delay has normal jitter, datagram loss can be correlated (as netem), and
+// bandwidth is a token bucket per direction shared by all traffic that way
+// (as tbf), so that a scenario of the lab reads like the tc commands the
+// papers used.
+//
+// All methods of Network, Transport and Proxy are safe for concurrent use.
 package linkemu

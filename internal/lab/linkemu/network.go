@@ -25,35 +25,74 @@ var (
 )
 
 // Link describes one direction of a link between two hosts. The zero Link is
-// a perfect link.
+// a perfect link. The fields follow tc-netem and tc-tbf, which the kernel
+// of the lab's machine lacks.
 type Link struct {
 	// Delay is the one-way latency added to every datagram and to every
 	// chunk written on a stream.
 	Delay time.Duration
-	// Jitter adds a uniform extra delay in [-Jitter, +Jitter] to each
-	// datagram (the total never goes below 0). Streams keep their order
-	// and get no jitter.
+	// Jitter is the standard deviation of a normally distributed variation
+	// of Delay, drawn for each datagram and each stream chunk (the total
+	// never goes below 0). Streams keep their byte order: a chunk never
+	// overtakes the one before it.
 	Jitter time.Duration
 	// Loss is the probability (0..1) that a datagram is dropped. Streams
 	// are never dropped, as with TCP.
 	Loss float64
+	// LossCorr (0..1) correlates successive loss decisions on this
+	// direction, as netem's "loss P% C%": after a loss the next datagram
+	// is lost with probability Loss + LossCorr·(1−Loss), after a delivery
+	// with Loss·(1−LossCorr). The long-run loss rate stays Loss; losses
+	// come in bursts of mean length 1/((1−Loss)(1−LossCorr)).
+	LossCorr float64
 	// Reorder is the probability (0..1) that a datagram is held back by an
 	// extra Delay+Jitter, so that it arrives after later ones. With Delay
 	// and Jitter both 0 it has no effect.
 	Reorder float64
-	// Bandwidth paces streams, in bytes per second; 0 is unlimited.
-	// Datagrams are not paced.
+	// Bandwidth, in bytes per second, limits this direction as a token
+	// bucket does (tc-tbf): all streams and datagrams from one host to the
+	// other share it, queueing behind each other. 0 is unlimited. A
+	// datagram that would wait longer than the queue limit (see
+	// QueueLimit) is dropped; a stream writer waits instead, as TCP
+	// backs off.
 	Bandwidth int64
 }
 
+// QueueLimit is the longest a datagram may wait for its turn on a link
+// limited by Bandwidth before it is dropped, and about how far ahead a
+// stream may fill the link's queue: tbf's "latency". A link too slow to
+// send a 1500-byte datagram within it allows one such datagram's time.
+const QueueLimit = 200 * time.Millisecond
+
+// queueLimit is QueueLimit for link l.
+func (l Link) queueLimit() time.Duration {
+	return max(QueueLimit, l.txTime(1500))
+}
+
+// txTime is how long l takes to put k bytes on the wire.
+func (l Link) txTime(k int) time.Duration {
+	if l.Bandwidth <= 0 {
+		return 0
+	}
+	return time.Duration(float64(k) / float64(l.Bandwidth) * float64(time.Second))
+}
+
+// direction is the state of one direction between two hosts, shared by
+// everything sent that way.
+type direction struct {
+	free time.Time // when the link finishes sending what is queued on it
+	lost bool      // whether the last datagram was lost (for LossCorr)
+}
+
 // Stats counts what a Network has done since New. Once no datagram is in
-// flight, DatagramsSent is the sum of the four Dropped counts and Delivered.
+// flight, DatagramsSent is the sum of the five Dropped counts and Delivered.
 type Stats struct {
 	DatagramsSent      int64 // datagrams written by transports
 	DroppedLoss        int64 // dropped by Link.Loss
 	DroppedPartition   int64 // dropped because sender and receiver were partitioned
 	DroppedUnreachable int64 // destination unknown or shut down
 	DroppedOverflow    int64 // destination's packet channel full (it reads too slowly)
+	DroppedQueue       int64 // waited longer than the link's queue limit (Link.Bandwidth)
 	Reordered          int64 // held back by Link.Reorder
 	Delivered          int64 // put in the destination's packet channel
 	StreamsOpened      int64 // streams set up by transports and Dialer
@@ -66,6 +105,7 @@ type Network struct {
 	rng     *rand.Rand
 	def     Link
 	links   map[[2]string]Link
+	dirs    map[[2]string]*direction
 	group   map[string]int // nil: no partition
 	hosts   map[string]*Transport
 	owners  map[string]string // real TCP address -> host
@@ -85,6 +125,7 @@ func New(seed int64) *Network {
 	return &Network{
 		rng:     rand.New(rand.NewPCG(uint64(seed), 0)),
 		links:   make(map[[2]string]Link),
+		dirs:    make(map[[2]string]*direction),
 		hosts:   make(map[string]*Transport),
 		owners:  make(map[string]string),
 		streams: make(map[*stream]struct{}),
@@ -171,21 +212,76 @@ func (n *Network) send(from, to string, b []byte) {
 		return
 	}
 	l := n.linkLocked(from, to)
-	if l.Loss > 0 && n.rng.Float64() < l.Loss {
+	dir := n.dirLocked(from, to)
+	if n.lostLocked(l, dir) {
 		n.stats.DroppedLoss++
 		return
 	}
-	d := l.Delay
-	if l.Jitter > 0 {
-		d += time.Duration(n.rng.Int64N(2*int64(l.Jitter)+1)) - l.Jitter
-		d = max(d, 0)
+	now := time.Now()
+	sent, ok := n.transmitLocked(l, dir, now, len(b), false)
+	if !ok {
+		n.stats.DroppedQueue++
+		return
 	}
+	d := sent.Sub(now) + n.delayLocked(l)
 	if l.Reorder > 0 && n.rng.Float64() < l.Reorder {
 		d += l.Delay + l.Jitter
 		n.stats.Reordered++
 	}
 	p := &memberlist.Packet{Buf: append([]byte(nil), b...), From: hostAddr(from)}
-	n.scheduleLocked(time.Now().Add(d), func() { n.deliver(to, p) })
+	n.scheduleLocked(now.Add(d), func() { n.deliver(to, p) })
+}
+
+func (n *Network) dirLocked(from, to string) *direction {
+	k := [2]string{from, to}
+	d := n.dirs[k]
+	if d == nil {
+		d = new(direction)
+		n.dirs[k] = d
+	}
+	return d
+}
+
+// lostLocked decides whether the next datagram on dir is lost.
+func (n *Network) lostLocked(l Link, dir *direction) bool {
+	p := l.Loss
+	if p <= 0 {
+		dir.lost = false
+		return false
+	}
+	if l.LossCorr > 0 {
+		if dir.lost {
+			p += l.LossCorr * (1 - p)
+		} else {
+			p *= 1 - l.LossCorr
+		}
+	}
+	dir.lost = n.rng.Float64() < p
+	return dir.lost
+}
+
+// transmitLocked queues k bytes on dir at time now and returns when they
+// will have been sent. A datagram (wait false) that would queue longer than
+// the link's limit is refused; a stream chunk (wait true) is always queued.
+func (n *Network) transmitLocked(l Link, dir *direction, now time.Time, k int, wait bool) (time.Time, bool) {
+	if l.Bandwidth <= 0 {
+		return now, true
+	}
+	start := later(now, dir.free)
+	if !wait && start.Sub(now) > l.queueLimit() {
+		return time.Time{}, false
+	}
+	dir.free = start.Add(l.txTime(k))
+	return dir.free, true
+}
+
+// delayLocked draws one delay of l: Delay plus normal jitter, never < 0.
+func (n *Network) delayLocked(l Link) time.Duration {
+	d := l.Delay
+	if l.Jitter > 0 {
+		d += time.Duration(n.rng.NormFloat64() * float64(l.Jitter))
+	}
+	return max(d, 0)
 }
 
 func (n *Network) deliver(to string, p *memberlist.Packet) {

@@ -172,25 +172,36 @@ type chunk struct {
 // pumpDepth is how many chunks a pump holds in flight (the emulated window).
 const pumpDepth = 64
 
-// pump copies src to dst, holding each chunk back by the delay of the link
-// from host from to host to, and pacing it by the link's bandwidth. When src
-// ends it passes the end on to dst (closing it, or only its write side for
-// TCP); when dst fails it closes both.
+// chunkSize is how many bytes a pump moves at once on link l: up to 32 KiB,
+// but no more than about 5 ms of its bandwidth (at least 1500 bytes), so a
+// slow link delivers a steady trickle rather than rare large bursts.
+func chunkSize(l Link) int {
+	size := 32 << 10
+	if l.Bandwidth > 0 {
+		size = min(size, max(1500, int(l.Bandwidth/200)))
+	}
+	return size
+}
+
+// pump copies src to dst through the link from host from to host to: each
+// chunk queues for the link's bandwidth (shared with everything else sent
+// from from to to), then is held back by the link's delay and jitter,
+// never overtaking the chunk before it. When src ends it passes the end on
+// to dst (closing it, or only its write side for TCP); when dst fails it
+// closes both.
 func (n *Network) pump(dst, src net.Conn, from, to string) {
 	ch := make(chan chunk, pumpDepth)
 	go func() {
 		defer close(ch)
 		buf := make([]byte, 32<<10)
-		var sent time.Time // when the previous chunk finished transmission
+		var prev time.Time // when the previous chunk arrives
 		for {
-			k, err := src.Read(buf)
+			l := n.link(from, to)
+			k, err := src.Read(buf[:chunkSize(l)])
 			if k > 0 {
-				l := n.link(from, to)
-				sent = later(time.Now(), sent)
-				if l.Bandwidth > 0 {
-					sent = sent.Add(time.Duration(float64(k) / float64(l.Bandwidth) * float64(time.Second)))
-				}
-				ch <- chunk{append([]byte(nil), buf[:k]...), sent.Add(l.Delay)}
+				due := n.queueChunk(from, to, k)
+				prev = later(due, prev)
+				ch <- chunk{append([]byte(nil), buf[:k]...), prev}
 			}
 			if err != nil {
 				return
@@ -214,9 +225,97 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 	}
 }
 
+// queueChunk puts k bytes of a stream on the link from -> to and returns
+// when they arrive. While the link's queue is longer than its limit it
+// waits first, as a TCP sender held back by its window would.
+func (n *Network) queueChunk(from, to string, k int) time.Time {
+	for {
+		n.mu.Lock()
+		l := n.linkLocked(from, to)
+		dir := n.dirLocked(from, to)
+		now := time.Now()
+		if backlog := dir.free.Sub(now); l.Bandwidth > 0 && backlog > l.queueLimit() {
+			n.mu.Unlock()
+			time.Sleep(backlog - l.queueLimit()/2)
+			continue
+		}
+		sent, _ := n.transmitLocked(l, dir, now, k, true)
+		due := sent.Add(n.delayLocked(l))
+		n.mu.Unlock()
+		return due
+	}
+}
+
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
 	return b
+}
+
+// Proxy is a real TCP listener whose connections pass through an emulated
+// link to a real TCP server. It puts programs the lab does not link (a
+// Tahoe-LAFS storage node, say) behind the same links as its own nodes.
+type Proxy struct {
+	n        *Network
+	ln       net.Listener
+	target   string
+	from, to string
+	wg       sync.WaitGroup
+}
+
+// Proxy listens on the loopback address listen ("127.0.0.1:0" picks a
+// port) and forwards each connection to target, as if it were made from
+// host from to host to: bytes towards target take the link from -> to,
+// replies the link to -> from. Partitions between from and to refuse new
+// connections and cut open ones.
+func (n *Network) Proxy(listen, target, from, to string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{n: n, ln: ln, target: target, from: from, to: to}
+	p.wg.Add(1)
+	go p.serve()
+	return p, nil
+}
+
+// Addr is the address the proxy listens on.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Close stops accepting connections; those open stay open until either
+// end closes them.
+func (p *Proxy) Close() error {
+	err := p.ln.Close()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.forward(c)
+	}
+}
+
+func (p *Proxy) forward(c net.Conn) {
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	r, err := d.DialContext(ctx, "tcp", p.target)
+	cancel()
+	if err != nil {
+		c.Close()
+		return
+	}
+	s := &stream{from: p.from, to: p.to, inner: [2]net.Conn{c, r}}
+	if err := p.n.open(s); err != nil {
+		c.Close()
+		r.Close()
+		return
+	}
+	p.n.start(s)
 }

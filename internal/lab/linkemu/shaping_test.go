@@ -1,0 +1,339 @@
+package linkemu
+
+import (
+	"context"
+	"io"
+	"math"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// These tests measure what a link does and compare it with its setting.
+// Tolerances allow for timer lateness on a busy 2-core machine; each test
+// still fails if the mechanism it measures is missing or wrong (a uniform
+// jitter, uncorrelated loss, an unshared or unenforced bandwidth).
+
+// TestJitterIsNormal sends datagrams over a link with Delay 60 ms and
+// Jitter 12 ms and checks the mean, standard deviation and shape (share
+// within one standard deviation) of the measured one-way delays.
+func TestJitterIsNormal(t *testing.T) {
+	const (
+		count  = 600
+		delay  = 60 * time.Millisecond
+		jitter = 12 * time.Millisecond
+	)
+	n := New(3)
+	a := newTransport(t, n, "127.77.0.1:7946")
+	b := newTransport(t, n, "127.77.0.2:7946")
+	n.SetDefault(Link{Delay: delay, Jitter: jitter})
+	var ds []float64
+	sent := make([]time.Time, count)
+	for i := range count {
+		s, _ := a.WriteTo([]byte{byte(i), byte(i >> 8)}, b.host)
+		sent[i] = s
+		if i%50 == 49 { // drain so the packet channel never overflows
+			for range 50 {
+				p := receive(t, b)
+				ds = append(ds, float64(p.Timestamp.Sub(sent[int(p.Buf[0])|int(p.Buf[1])<<8])))
+			}
+		}
+	}
+	mean, sd := meanSD(ds)
+	t.Logf("one-way delay: mean %v sd %v (setting %v ± %v)", time.Duration(mean), time.Duration(sd), delay, jitter)
+	if math.Abs(mean-float64(delay)) > float64(4*time.Millisecond) {
+		t.Errorf("mean delay %v, want %v ± 4ms", time.Duration(mean), delay)
+	}
+	if sd < 0.8*float64(jitter) || sd > 1.25*float64(jitter) {
+		t.Errorf("delay standard deviation %v, want %v ± 20%%", time.Duration(sd), jitter)
+	}
+	// A normal distribution has 68% within one sd of the mean; a uniform
+	// one of the same sd has 58%, and spreads to ±1.73 sd at most.
+	within, beyond2 := 0, 0
+	for _, d := range ds {
+		switch z := math.Abs(d-float64(delay)) / float64(jitter); {
+		case z <= 1:
+			within++
+		case z > 2:
+			beyond2++
+		}
+	}
+	if f := float64(within) / float64(len(ds)); f < 0.62 || f > 0.76 {
+		t.Errorf("%.2f of delays within one sd, want about 0.68 (normal)", f)
+	}
+	if beyond2 == 0 {
+		t.Error("no delay beyond two sd: the jitter has no normal tails")
+	}
+}
+
+func meanSD(xs []float64) (mean, sd float64) {
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	for _, x := range xs {
+		sd += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(sd / float64(len(xs)-1))
+}
+
+// TestCorrelatedLoss checks the loss rate and the burstiness of loss with
+// and without LossCorr, on the decisions the network takes for datagrams.
+func TestCorrelatedLoss(t *testing.T) {
+	for _, tc := range []struct {
+		loss, corr float64
+	}{{0.3, 0}, {0.3, 0.5}, {0.05, 0.25}, {0.8, 0.25}} {
+		n := New(11)
+		dir := new(direction)
+		l := Link{Loss: tc.loss, LossCorr: tc.corr}
+		const count = 100_000
+		lost, lostAfterLost, afterLost := 0, 0, 0
+		prev := false
+		for range count {
+			n.mu.Lock()
+			x := n.lostLocked(l, dir)
+			n.mu.Unlock()
+			if x {
+				lost++
+			}
+			if prev {
+				afterLost++
+				if x {
+					lostAfterLost++
+				}
+			}
+			prev = x
+		}
+		rate := float64(lost) / count
+		cond := float64(lostAfterLost) / float64(afterLost)
+		wantCond := tc.loss + tc.corr*(1-tc.loss)
+		t.Logf("loss %.2f corr %.2f: rate %.4f, P(loss|loss) %.4f (want %.4f)", tc.loss, tc.corr, rate, cond, wantCond)
+		if math.Abs(rate-tc.loss) > 0.01 {
+			t.Errorf("loss %v corr %v: measured rate %.4f", tc.loss, tc.corr, rate)
+		}
+		if math.Abs(cond-wantCond) > 0.015 {
+			t.Errorf("loss %v corr %v: P(loss after loss) %.4f, want %.4f", tc.loss, tc.corr, cond, wantCond)
+		}
+	}
+}
+
+// TestCorrelatedLossEndToEnd sends datagrams through transports over a
+// lossy, correlated link and checks the delivered share and that losses
+// come in runs longer than independent loss would give.
+func TestCorrelatedLossEndToEnd(t *testing.T) {
+	const count = 4000
+	n := New(5)
+	a := newTransport(t, n, "127.77.0.1:7946")
+	b := newTransport(t, n, "127.77.0.2:7946")
+	n.SetDefault(Link{Loss: 0.25, LossCorr: 0.6})
+	got := make([]bool, count)
+	for i := 0; i < count; i += 400 {
+		for j := i; j < i+400; j++ {
+			a.WriteTo([]byte{byte(j), byte(j >> 8)}, b.host)
+		}
+		waitFor(t, 5*time.Second, "datagrams accounted for", func() bool {
+			s := n.Stats()
+			return s.DroppedLoss+s.Delivered == int64(i+400)
+		})
+		for len(b.PacketCh()) > 0 {
+			p := <-b.PacketCh()
+			got[int(p.Buf[0])|int(p.Buf[1])<<8] = true
+		}
+	}
+	lost, runs := 0, 0
+	for i, ok := range got {
+		if !ok {
+			lost++
+			if i == 0 || got[i-1] {
+				runs++
+			}
+		}
+	}
+	rate, meanRun := float64(lost)/count, float64(lost)/float64(runs)
+	// Independent loss at 25% gives runs of mean 1/(1-0.25) = 1.33; with
+	// correlation 0.6, 1/((1-0.25)(1-0.6)) = 3.33.
+	t.Logf("rate %.3f, mean loss run %.2f", rate, meanRun)
+	if math.Abs(rate-0.25) > 0.04 {
+		t.Errorf("loss rate %.3f, want 0.25 ± 0.04", rate)
+	}
+	if meanRun < 2.6 || meanRun > 4.2 {
+		t.Errorf("mean run of losses %.2f, want about 3.3", meanRun)
+	}
+}
+
+// sink is a real TCP server that reads everything and reports, per
+// connection, how many bytes arrived and when the last one did.
+func sink(t *testing.T) (addr string, done <-chan time.Time) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ch := make(chan time.Time, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(io.Discard, c)
+				ch <- time.Now()
+			}()
+		}
+	}()
+	return ln.Addr().String(), ch
+}
+
+// send writes size bytes on c and closes it (an emulated stream's pipe
+// has handed every byte on once Write returns).
+func send(t *testing.T, c net.Conn, size int) {
+	buf := make([]byte, 64<<10)
+	for left := size; left > 0; {
+		k, err := c.Write(buf[:min(left, len(buf))])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		left -= k
+	}
+	c.Close()
+}
+
+// TestBandwidth measures stream throughput through Dialer: one stream gets
+// the link's bandwidth; two streams in the same direction share it; a
+// stream the other way has its own.
+func TestBandwidth(t *testing.T) {
+	const (
+		bw   = 2_000_000 // bytes/s
+		size = 1_000_000
+	)
+	n := New(1)
+	addrB, doneB := sink(t)
+	addrA, doneA := sink(t)
+	n.Register("b", addrB)
+	n.Register("a", addrA)
+	n.SetLink("a", "b", Link{Bandwidth: bw, Delay: 5 * time.Millisecond})
+	n.SetLink("b", "a", Link{Bandwidth: bw, Delay: 5 * time.Millisecond})
+	dial := func(from, addr string) net.Conn {
+		c, err := n.Dialer(from)(context.Background(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	rate := func(bytes int, d time.Duration) float64 { return float64(bytes) / d.Seconds() }
+
+	start := time.Now()
+	send(t, dial("a", addrB), size)
+	one := rate(size, (<-doneB).Sub(start))
+
+	start = time.Now()
+	c1, c2 := dial("a", addrB), dial("a", addrB)
+	go send(t, c1, size)
+	go send(t, c2, size)
+	last := later(<-doneB, <-doneB)
+	shared := rate(2*size, last.Sub(start))
+
+	start = time.Now()
+	ab, ba := dial("a", addrB), dial("b", addrA)
+	go send(t, ab, size)
+	go send(t, ba, size)
+	tAB, tBA := (<-doneB).Sub(start), (<-doneA).Sub(start)
+	both := rate(size, max(tAB, tBA))
+
+	t.Logf("one stream %.0f B/s; two streams together %.0f B/s; each way at once %.0f B/s (setting %d)", one, shared, both, bw)
+	for _, c := range []struct {
+		what string
+		got  float64
+	}{{"one stream", one}, {"two streams sharing", shared}, {"each direction", both}} {
+		if c.got < 0.85*bw || c.got > 1.1*bw {
+			t.Errorf("%s: %.0f B/s, want %d ± 10%%", c.what, c.got, bw)
+		}
+	}
+}
+
+// TestDatagramQueue sends a burst of datagrams into a slow link: they
+// leave one per transmission time, and those that would wait past the
+// queue limit are dropped.
+func TestDatagramQueue(t *testing.T) {
+	const (
+		bw   = 20_000 // bytes/s: a 1000-byte datagram takes 50 ms
+		size = 1000
+	)
+	n := New(1)
+	a := newTransport(t, n, "127.77.0.1:7946")
+	b := newTransport(t, n, "127.77.0.2:7946")
+	n.SetDefault(Link{Bandwidth: bw})
+	for range 40 {
+		a.WriteTo(make([]byte, size), b.host)
+	}
+	waitFor(t, 5*time.Second, "burst accounted for", func() bool {
+		s := n.Stats()
+		return s.DroppedQueue+s.Delivered == 40
+	})
+	s := n.Stats()
+	// QueueLimit 200 ms holds 4 datagrams waiting behind the one sent.
+	if s.Delivered < 4 || s.Delivered > 6 || s.DroppedQueue != 40-s.Delivered {
+		t.Errorf("burst of 40 into a 200 ms queue at 50 ms each: %+v", s)
+	}
+	var at []time.Time
+	for range s.Delivered {
+		at = append(at, receive(t, b).Timestamp)
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < 45*time.Millisecond {
+			t.Errorf("datagrams %d and %d arrived %v apart, want >= 50 ms (1000 B at 20 kB/s)", i-1, i, gap)
+		}
+	}
+}
+
+// TestProxy puts a real echo server behind a proxy with a delayed, slow
+// link: a round trip takes both delays and bulk data is paced.
+func TestProxy(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	n := New(1)
+	n.SetLink("client", "server", Link{Delay: delay, Bandwidth: 500_000})
+	n.SetLink("server", "client", Link{Delay: delay})
+	p, err := n.Proxy("127.0.0.1:0", echoServer(t), "client", "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.Write([]byte("ping"))
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("echo through proxy: %q %v", buf, err)
+	}
+	if rtt := time.Since(start); rtt < 2*delay-time.Millisecond {
+		t.Errorf("round trip %v through the proxy, want >= %v", rtt, 2*delay)
+	}
+	const size = 500_000 // one second at 500 kB/s
+	start = time.Now()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		io.CopyN(io.Discard, c, size)
+	}()
+	c.Write(make([]byte, size))
+	wg.Wait()
+	if el := time.Since(start); el < 900*time.Millisecond || el > 1500*time.Millisecond {
+		t.Errorf("500 kB echoed through a 500 kB/s proxy link in %v, want about 1 s", el)
+	}
+	if s := n.Stats(); s.StreamsOpened != 1 {
+		t.Errorf("StreamsOpened = %d, want 1", s.StreamsOpened)
+	}
+}
