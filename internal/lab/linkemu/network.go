@@ -54,34 +54,46 @@ type Link struct {
 	// other share it, queueing behind each other. 0 is unlimited. A
 	// datagram that would wait longer than the queue limit (see
 	// QueueLimit) is dropped; a stream writer waits instead, as TCP
-	// backs off.
+	// backs off. See also HostLimit, for a host's total.
 	Bandwidth int64
 }
 
+// HostLimit limits all the traffic of one host, whatever its peer: the
+// capacity of its one radio or cable, as tc on its interface would. It
+// applies on top of the links' own Bandwidth.
+type HostLimit struct {
+	Up   int64 // bytes per second the host sends, 0 unlimited
+	Down int64 // bytes per second the host receives, 0 unlimited
+}
+
 // QueueLimit is the longest a datagram may wait for its turn on a link
-// limited by Bandwidth before it is dropped, and about how far ahead a
+// limited by bandwidth before it is dropped, and about how far ahead a
 // stream may fill the link's queue: tbf's "latency". A link too slow to
 // send a 1500-byte datagram within it allows one such datagram's time.
 const QueueLimit = 200 * time.Millisecond
 
-// queueLimit is QueueLimit for link l.
-func (l Link) queueLimit() time.Duration {
-	return max(QueueLimit, l.txTime(1500))
+// queueLimit is QueueLimit for a link of rate bytes per second.
+func queueLimit(rate int64) time.Duration {
+	return max(QueueLimit, txTime(rate, 1500))
 }
 
-// txTime is how long l takes to put k bytes on the wire.
-func (l Link) txTime(k int) time.Duration {
-	if l.Bandwidth <= 0 {
+// txTime is how long a link of rate bytes per second (0 unlimited) takes
+// to put k bytes on the wire.
+func txTime(rate int64, k int) time.Duration {
+	if rate <= 0 {
 		return 0
 	}
-	return time.Duration(float64(k) / float64(l.Bandwidth) * float64(time.Second))
+	return time.Duration(float64(k) / float64(rate) * float64(time.Second))
 }
+
+// bucket is a token bucket of bandwidth: when it has sent what is queued.
+type bucket struct{ free time.Time }
 
 // direction is the state of one direction between two hosts, shared by
 // everything sent that way.
 type direction struct {
-	free time.Time // when the link finishes sending what is queued on it
-	lost bool      // whether the last datagram was lost (for LossCorr)
+	bucket
+	lost bool // whether the last datagram was lost (for LossCorr)
 }
 
 // Stats counts what a Network has done since New. Once no datagram is in
@@ -106,6 +118,9 @@ type Network struct {
 	def     Link
 	links   map[[2]string]Link
 	dirs    map[[2]string]*direction
+	limits  map[string]HostLimit
+	up      map[string]*bucket
+	down    map[string]*bucket
 	group   map[string]int // nil: no partition
 	hosts   map[string]*Transport
 	owners  map[string]string // real TCP address -> host
@@ -126,6 +141,9 @@ func New(seed int64) *Network {
 		rng:     rand.New(rand.NewPCG(uint64(seed), 0)),
 		links:   make(map[[2]string]Link),
 		dirs:    make(map[[2]string]*direction),
+		limits:  make(map[string]HostLimit),
+		up:      make(map[string]*bucket),
+		down:    make(map[string]*bucket),
 		hosts:   make(map[string]*Transport),
 		owners:  make(map[string]string),
 		streams: make(map[*stream]struct{}),
@@ -140,6 +158,13 @@ func (n *Network) SetDefault(l Link) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.def = l
+}
+
+// SetHost limits everything host sends and receives (see HostLimit).
+func (n *Network) SetHost(host string, h HostLimit) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.limits[host] = h
 }
 
 // SetLink sets the link from one host to another, in that direction only.
@@ -218,7 +243,7 @@ func (n *Network) send(from, to string, b []byte) {
 		return
 	}
 	now := time.Now()
-	sent, ok := n.transmitLocked(l, dir, now, len(b), false)
+	sent, ok := n.transmitLocked(from, to, l, dir, now, len(b), false)
 	if !ok {
 		n.stats.DroppedQueue++
 		return
@@ -260,19 +285,62 @@ func (n *Network) lostLocked(l Link, dir *direction) bool {
 	return dir.lost
 }
 
-// transmitLocked queues k bytes on dir at time now and returns when they
-// will have been sent. A datagram (wait false) that would queue longer than
-// the link's limit is refused; a stream chunk (wait true) is always queued.
-func (n *Network) transmitLocked(l Link, dir *direction, now time.Time, k int, wait bool) (time.Time, bool) {
-	if l.Bandwidth <= 0 {
+// transmitLocked queues k bytes from host from to host to on their
+// direction dir (link l), the sender's uplink and the receiver's downlink,
+// at time now, and returns when they will have been sent. A datagram
+// (wait false) that would queue longer than the slowest of these allows
+// is refused; a stream chunk (wait true) is always queued.
+func (n *Network) transmitLocked(from, to string, l Link, dir *direction, now time.Time, k int, wait bool) (time.Time, bool) {
+	start, slowest, stages := n.stagesLocked(from, to, l, dir, now)
+	if len(stages) == 0 {
 		return now, true
 	}
-	start := later(now, dir.free)
-	if !wait && start.Sub(now) > l.queueLimit() {
+	if !wait && start.Sub(now) > queueLimit(slowest) {
 		return time.Time{}, false
 	}
-	dir.free = start.Add(l.txTime(k))
-	return dir.free, true
+	end := start
+	for _, st := range stages {
+		st.b.free = start.Add(txTime(st.rate, k))
+		end = later(end, st.b.free)
+	}
+	return end, true
+}
+
+type stage struct {
+	b    *bucket
+	rate int64
+}
+
+// stagesLocked returns the rate-limited stages between from and to, the
+// earliest time all of them are free, and the slowest rate.
+func (n *Network) stagesLocked(from, to string, l Link, dir *direction, now time.Time) (time.Time, int64, []stage) {
+	var stages []stage
+	if l.Bandwidth > 0 {
+		stages = append(stages, stage{&dir.bucket, l.Bandwidth})
+	}
+	if r := n.limits[from].Up; r > 0 {
+		stages = append(stages, stage{hostBucket(n.up, from), r})
+	}
+	if r := n.limits[to].Down; r > 0 {
+		stages = append(stages, stage{hostBucket(n.down, to), r})
+	}
+	start, slowest := now, int64(0)
+	for _, st := range stages {
+		start = later(start, st.b.free)
+		if slowest == 0 || st.rate < slowest {
+			slowest = st.rate
+		}
+	}
+	return start, slowest, stages
+}
+
+func hostBucket(m map[string]*bucket, host string) *bucket {
+	b := m[host]
+	if b == nil {
+		b = new(bucket)
+		m[host] = b
+	}
+	return b
 }
 
 // delayLocked draws one delay of l: Delay plus normal jitter, never < 0.

@@ -258,6 +258,46 @@ func TestBandwidth(t *testing.T) {
 	}
 }
 
+// TestHostLimit: a host's uplink is shared by its streams to different
+// peers, whose links are unlimited; another host is not held back by it.
+func TestHostLimit(t *testing.T) {
+	const (
+		up   = 2_000_000
+		size = 1_000_000
+	)
+	n := New(1)
+	addrB, doneB := sink(t)
+	addrC, doneC := sink(t)
+	n.Register("b", addrB)
+	n.Register("c", addrC)
+	n.SetHost("a", HostLimit{Up: up})
+	start := time.Now()
+	for _, addr := range []string{addrB, addrC} {
+		c, err := n.Dialer("a")(context.Background(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go send(t, c, size)
+	}
+	agg := float64(2*size) / later(<-doneB, <-doneC).Sub(start).Seconds()
+	start = time.Now()
+	c, err := n.Dialer("x")(context.Background(), "tcp", addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	send(t, c, 4*size)
+	free := float64(4*size) / (<-doneB).Sub(start).Seconds()
+	t.Logf("host a's uplink, two peers: %.0f B/s (limit %d); unlimited host: %.0f B/s", agg, up, free)
+	if agg < 0.85*up || agg > 1.1*up {
+		t.Errorf("two streams from a to different peers: %.0f B/s, want %d ± 10%%", agg, up)
+	}
+	if free < 2*up {
+		t.Errorf("a host without a limit sent at only %.0f B/s", free)
+	}
+}
+
 // TestDatagramQueue sends a burst of datagrams into a slow link: they
 // leave one per transmission time, and those that would wait past the
 // queue limit are dropped.

@@ -172,13 +172,17 @@ type chunk struct {
 // pumpDepth is how many chunks a pump holds in flight (the emulated window).
 const pumpDepth = 64
 
-// chunkSize is how many bytes a pump moves at once on link l: up to 32 KiB,
-// but no more than about 5 ms of its bandwidth (at least 1500 bytes), so a
-// slow link delivers a steady trickle rather than rare large bursts.
-func chunkSize(l Link) int {
+// chunkSize is how many bytes a pump moves at once from host from to
+// host to: up to 32 KiB, but no more than about 5 ms of the slowest rate
+// on the way (at least 1500 bytes), so a slow link delivers a steady
+// trickle rather than rare large bursts.
+func (n *Network) chunkSize(from, to string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	size := 32 << 10
-	if l.Bandwidth > 0 {
-		size = min(size, max(1500, int(l.Bandwidth/200)))
+	_, slowest, _ := n.stagesLocked(from, to, n.linkLocked(from, to), n.dirLocked(from, to), time.Time{})
+	if slowest > 0 {
+		size = min(size, max(1500, int(slowest/200)))
 	}
 	return size
 }
@@ -196,8 +200,7 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 		buf := make([]byte, 32<<10)
 		var prev time.Time // when the previous chunk arrives
 		for {
-			l := n.link(from, to)
-			k, err := src.Read(buf[:chunkSize(l)])
+			k, err := src.Read(buf[:n.chunkSize(from, to)])
 			if k > 0 {
 				due := n.queueChunk(from, to, k)
 				prev = later(due, prev)
@@ -234,12 +237,13 @@ func (n *Network) queueChunk(from, to string, k int) time.Time {
 		l := n.linkLocked(from, to)
 		dir := n.dirLocked(from, to)
 		now := time.Now()
-		if backlog := dir.free.Sub(now); l.Bandwidth > 0 && backlog > l.queueLimit() {
+		start, slowest, _ := n.stagesLocked(from, to, l, dir, now)
+		if backlog := start.Sub(now); slowest > 0 && backlog > queueLimit(slowest) {
 			n.mu.Unlock()
-			time.Sleep(backlog - l.queueLimit()/2)
+			time.Sleep(backlog - queueLimit(slowest)/2)
 			continue
 		}
-		sent, _ := n.transmitLocked(l, dir, now, k, true)
+		sent, _ := n.transmitLocked(from, to, l, dir, now, k, true)
 		due := sent.Add(n.delayLocked(l))
 		n.mu.Unlock()
 		return due
