@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 )
@@ -17,19 +18,34 @@ type GetReport struct {
 }
 
 // reader reads segments of one object from k sources, switching to a
-// spare source when one fails. It is shared by Get and Repair.
+// spare source when one fails, or when one is the bottleneck of several
+// segments in a row (see slowSwap). It is shared by Get and Repair.
 type reader struct {
 	c        *Client
 	vc       codec.VerifyCap
+	ctx      context.Context
 	active   []*blockStream
 	spares   []*source
 	problems []Problem
 	to       int64
+	// slowest is the index in active of the stream the last segments
+	// waited on most, and slowRun how many segments in a row it was.
+	slowest, slowRun int
+	swaps            int
 }
+
+// slowSwap is how many segments in a row one stream must hold the read
+// up, for most of its waiting and for at least slowWait, before it is
+// replaced by a spare source: on links of uneven speed (a community
+// mesh) the read moves to the fastest k holders it can find.
+const (
+	slowSwap = 2
+	slowWait = 20 * time.Millisecond
+)
 
 // start opens streams from the first k sources for segments [from, to].
 func (c *Client) startReader(ctx context.Context, vc codec.VerifyCap, srcs []*source, from, to int64) *reader {
-	r := &reader{c: c, vc: vc, to: to}
+	r := &reader{c: c, vc: vc, ctx: ctx, to: to, slowest: -1}
 	for i, s := range srcs {
 		if i < vc.K {
 			r.active = append(r.active, c.openStream(ctx, vc, s, from, to))
@@ -43,10 +59,13 @@ func (c *Client) startReader(ctx context.Context, vc codec.VerifyCap, srcs []*so
 // segment returns the n blocks of segment seg (k present, verified).
 func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 	blocks := make([][]byte, r.vc.N)
+	waits := make([]time.Duration, len(r.active))
 	for i := 0; i < len(r.active); i++ {
 		for {
 			bs := r.active[i]
+			start := time.Now()
 			b, err := bs.next(ctx, r.c.opt.Stall)
+			waits[i] += time.Since(start)
 			if err == nil {
 				blocks[bs.src.share] = b
 				break
@@ -62,9 +81,45 @@ func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 			}
 			r.active[i] = r.c.openStream(ctx, r.vc, r.spares[0], seg, r.to)
 			r.spares = r.spares[1:]
+			r.slowest, r.slowRun = -1, 0
 		}
 	}
+	r.noteWaits(seg, waits)
 	return blocks, nil
+}
+
+// noteWaits finds the stream segment seg waited on most and, if it has
+// held up slowSwap segments in a row and a spare is left, replaces it for
+// the segments after seg; the replaced source becomes the last spare, in
+// case the others fail. Blocks already fetched are kept, so a swap costs
+// at most one request's set-up.
+func (r *reader) noteWaits(seg int64, waits []time.Duration) {
+	worst, total := 0, time.Duration(0)
+	for i, w := range waits {
+		total += w
+		if w > waits[worst] {
+			worst = i
+		}
+	}
+	if waits[worst] < slowWait || 2*waits[worst] < total {
+		r.slowest, r.slowRun = -1, 0
+		return
+	}
+	if worst == r.slowest {
+		r.slowRun++
+	} else {
+		r.slowest, r.slowRun = worst, 1
+	}
+	if r.slowRun < slowSwap || len(r.spares) == 0 || seg >= r.to || r.swaps >= r.vc.N {
+		return
+	}
+	old := r.active[worst]
+	old.close()
+	r.active[worst] = r.c.openStream(r.ctx, r.vc, r.spares[0], seg+1, r.to)
+	r.spares = append(r.spares[1:], old.src)
+	r.swaps++
+	r.slowest, r.slowRun = -1, 0
+	r.c.log.Debug("read: replacing the slowest share stream", "share", old.src.share, "node", old.src.node, "by", r.active[worst].src.node, "segment", seg+1)
 }
 
 func (r *reader) close() {

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,6 +146,39 @@ func TestGridLyingNode(t *testing.T) {
 			t.Fatalf("check: %d good shares, want 9 (the liar's is bad)", crep.Good)
 		}
 		g.Stop()
+	}
+}
+
+// A node that answers quickly but sends slowly (a far end of a radio
+// link) holds up a read only for a couple of segments: the reader moves
+// that share's stream to a spare holder and reads from the fastest k.
+func TestGridReadLeavesSlowNode(t *testing.T) {
+	rates := make([]*atomic.Int64, 10)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Wrap: func(i int, s sharestore.Store) sharestore.Store {
+		rates[i] = new(atomic.Int64)
+		return testgrid.Throttle(s, rates[i])
+	}})
+	c := g.Objects(object.Options{})
+	rc, prep := put(t, c, 3, 12<<20, codec.DefaultParams(), 7)
+	// Slow down the node that holds data share 0: 200 kB/s, where a
+	// block of 1 MiB segments is 350 kB.
+	slow := ""
+	for _, s := range prep.Shares {
+		if s.Share == 0 {
+			slow = s.Node
+		}
+	}
+	for i, n := range g.Nodes {
+		if string(n.ID()) == slow {
+			rates[i].Store(200_000)
+		}
+	}
+	rep := mustGet(t, c, rc, 3)
+	if slices.Contains(rep.Shares, 0) {
+		t.Errorf("read still used share 0 on the slow node at the end: shares %v", rep.Shares)
+	}
+	if len(rep.Problems) != 0 {
+		t.Errorf("a slow node is not a problem, but: %v", rep.Problems)
 	}
 }
 

@@ -2,6 +2,7 @@ package testgrid
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/sharefile"
@@ -68,4 +69,38 @@ func (s slow) Open(ctx context.Context, key sharestore.Key) (sharestore.Share, e
 		return nil, ctx.Err()
 	}
 	return s.Store.Open(ctx, key)
+}
+
+// Throttle wraps a store so that, while *rate is above 0, every bulk read
+// of a share's bytes (16 KiB or more at once: blocks, not the small reads
+// of its trailer and hashes) takes as long as *rate bytes per second
+// allow, as a node behind a slow radio link answers at once but sends
+// slowly. The test sets and clears *rate at will (atomically).
+func Throttle(s sharestore.Store, rate *atomic.Int64) sharestore.Store {
+	return throttle{s, rate}
+}
+
+type throttle struct {
+	sharestore.Store
+	rate *atomic.Int64
+}
+
+func (t throttle) Open(ctx context.Context, key sharestore.Key) (sharestore.Share, error) {
+	sh, err := t.Store.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return throttledShare{sh, t.rate}, nil
+}
+
+type throttledShare struct {
+	sharestore.Share
+	rate *atomic.Int64
+}
+
+func (s throttledShare) ReadAt(p []byte, off int64) (int, error) {
+	if r := s.rate.Load(); r > 0 && len(p) >= 16<<10 {
+		time.Sleep(time.Duration(float64(len(p)) / float64(r) * float64(time.Second)))
+	}
+	return s.Share.ReadAt(p, off)
 }
