@@ -5,7 +5,7 @@ GO      ?= go
 BIN     ?= bin/quilt
 NODES   ?= 10
 
-.PHONY: all build run test bench bench-ns bench-tahoe vet clean
+.PHONY: all build run test bench bench-ns bench-tahoe lab vet clean
 
 all: build
 
@@ -40,6 +40,15 @@ bench-ns:
 ## bench-tahoe: Quilt and Tahoe-LAFS side by side (installs tahoe-lafs in a venv)
 bench-tahoe:
 	./bench/tahoe/compare.sh
+
+## lab: the lab's four experiments in their --quick variants, results
+## (CSV, Markdown, PNG) in docs/lab/; write-read also runs Tahoe-LAFS
+## (installed from PyPI into a venv) behind the same emulated links
+lab: build
+	$(BIN) lab run write-read --quick --tahoe --out docs/lab/write-read
+	$(BIN) lab run put-get-del --quick --out docs/lab/put-get-del
+	$(BIN) lab run convergence --quick --out docs/lab/convergence
+	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
 
 vet:
 	$(GO) vet ./...

@@ -32,6 +32,9 @@ type nodeConfig struct {
 	// K, N and Happy are the client's encoding (shares.needed,
 	// shares.total, shares.happy).
 	K, N, Happy int
+	// Foolscap makes the node speak only Foolscap for storage
+	// (force_foolscap), the protocol of Tahoe-LAFS before 1.19.
+	Foolscap bool
 }
 
 // tahoeCfg returns the text of c's tahoe.cfg: what `tahoe create-node`
@@ -73,12 +76,18 @@ func (c nodeConfig) tahoeCfg() string {
 	}
 	b.WriteString("\n[client]\n")
 	kv("helper.furl", "")
+	if c.Foolscap {
+		kv("force_foolscap", "true")
+	}
 	if c.Role == clientRole {
 		kv("shares.needed", fmt.Sprint(c.K))
 		kv("shares.happy", fmt.Sprint(c.Happy))
 		kv("shares.total", fmt.Sprint(c.N))
 	}
 	b.WriteString("\n[storage]\n")
+	if c.Foolscap {
+		kv("force_foolscap", "true")
+	}
 	if c.Role == storageRole {
 		kv("enabled", "true")
 		// The lab's disks are scratch space: never refuse a share

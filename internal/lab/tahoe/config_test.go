@@ -189,3 +189,20 @@ func TestFreePorts(t *testing.T) {
 	release()
 	release() // twice is fine
 }
+
+// TestFoolscapConfig: Foolscap forces force_foolscap in both the client
+// and the storage sections, and only then.
+func TestFoolscapConfig(t *testing.T) {
+	for _, fs := range []bool{false, true} {
+		for _, r := range []role{storageRole, clientRole} {
+			cfg := nodeConfig{Role: r, TubPort: 1, WebPort: 2, K: 3, N: 10, Happy: 7, Foolscap: fs}.tahoeCfg()
+			want := 0
+			if fs {
+				want = 2
+			}
+			if got := strings.Count(cfg, "force_foolscap = true"); got != want {
+				t.Errorf("role %v Foolscap %v: force_foolscap %d times, want %d:\n%s", r, fs, got, want, cfg)
+			}
+		}
+	}
+}

@@ -60,6 +60,12 @@ type Options struct {
 	// DefaultStartTimeout.
 	StartTimeout time.Duration
 
+	// Foolscap makes every node use Foolscap for storage instead of the
+	// HTTPS storage protocol that Tahoe-LAFS 1.19+ prefers (and whose
+	// requests time out after 60 s, which a slow uplink shared by ten
+	// servers can exceed). The paper's Tahoe-LAFS spoke only Foolscap.
+	Foolscap bool
+
 	Log io.Writer // progress lines; nil for none
 }
 
@@ -194,7 +200,7 @@ func Start(ctx context.Context, opt Options) (_ *Grid, err error) {
 	g.logf("introducer up after %.1fs", time.Since(t0).Seconds())
 
 	for i := range opt.Storage {
-		c := nodeConfig{Role: storageRole, Nickname: fmt.Sprintf("storage%d", i), TubPort: tubPorts[i]}
+		c := nodeConfig{Role: storageRole, Nickname: fmt.Sprintf("storage%d", i), TubPort: tubPorts[i], Foolscap: opt.Foolscap}
 		if opt.Net != nil {
 			c.Location = g.proxies[i].Addr()
 		}
@@ -202,7 +208,7 @@ func Start(ctx context.Context, opt Options) (_ *Grid, err error) {
 			return nil, err
 		}
 	}
-	client := nodeConfig{Role: clientRole, Nickname: "client", WebPort: webPort, K: opt.K, N: opt.N, Happy: opt.Happy}
+	client := nodeConfig{Role: clientRole, Nickname: "client", WebPort: webPort, K: opt.K, N: opt.N, Happy: opt.Happy, Foolscap: opt.Foolscap}
 	if err := g.run(client, "client", furl); err != nil {
 		return nil, err
 	}

@@ -3,9 +3,11 @@ package tahoe
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -66,12 +68,24 @@ func (g *Grid) Get(ctx context.Context, cap string, w io.Writer) (int64, error) 
 	return n, nil
 }
 
-// snippet shortens an error body from the web API for a message.
+// snippet shortens an error body from the web API for a message. Tahoe
+// answers errors with an HTML page whose exception comes last: the page
+// is reduced to its text, and a long text to its start and its end.
 func snippet(b []byte) string {
-	const max = 300
-	s := strings.TrimSpace(string(b))
-	if len(s) > max {
-		s = s[:max] + "..."
+	s := string(b)
+	if strings.Contains(s, "<html") || strings.Contains(s, "<div") {
+		s = styleRE.ReplaceAllString(s, " ")
+		s = tagRE.ReplaceAllString(s, " ")
+		s = html.UnescapeString(s)
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 600 {
+		s = s[:150] + " ... " + s[len(s)-400:]
 	}
 	return s
 }
+
+var (
+	styleRE = regexp.MustCompile(`(?is)<(style|script)[^>]*>.*?</(style|script)>`)
+	tagRE   = regexp.MustCompile(`(?s)<[^>]*>`)
+)

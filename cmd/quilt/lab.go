@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/quilt-grid/quilt/internal/lab"
+	"github.com/quilt-grid/quilt/internal/lab/scenario"
+	"github.com/quilt-grid/quilt/internal/lab/tahoe"
+)
+
+func runLab(ctx context.Context, args []string) error {
+	fs := newFlagSet("lab", `Usage: quilt lab run EXPERIMENT [--scenario S] [--quick] [--out DIR]
+       quilt lab list
+       quilt lab scenario NAME|FILE
+
+Runs one of the papers' experiments on a grid started in this process
+under an emulated network, and writes CSV, Markdown and PNG results to
+--out. 'quilt lab list' shows the experiments and scenarios; 'quilt lab
+scenario NAME' prints a scenario in the file format --scenario reads.`)
+	sc := fs.String("scenario", "", "network: a built-in name (qmpsu, azure, kreonet, lan) or a scenario file; default: the experiment's")
+	quick := fs.Bool("quick", false, "the small variant: a few minutes on two cores")
+	out := fs.String("out", "", "results directory (default lab-results/EXPERIMENT)")
+	work := fs.String("work", "", "scratch directory for node data (default: a temporary one, removed after)")
+	withTahoe := fs.Bool("tahoe", false, "write-read: also measure Tahoe-LAFS (installed from PyPI into a venv) behind the same links")
+	foolscap := fs.Bool("tahoe-foolscap", false, "write-read: run that Tahoe-LAFS on Foolscap (as in the paper) instead of its HTTPS storage protocol")
+	venv := fs.String("tahoe-venv", "", "venv holding tahoe-lafs (default ~/.cache/quilt-bench/tahoe-venv; made if missing)")
+	scale := fs.Float64("scale", 0, "parallel-transfers: multiply the paper's 100 kB … 1 GB sizes (default 1, --quick 0.01)")
+	seed := fs.Int64("seed", 1, "random seed of the emulated network and the workloads")
+	if err := parseArgs(fs, args, -1); err != nil {
+		return err
+	}
+	switch fs.Arg(0) {
+	case "list":
+		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "EXPERIMENT\tSCENARIO\tWHAT")
+		for _, e := range lab.Experiments() {
+			fmt.Fprintf(w, "%s\t%s\t%s\n", e.Name, e.Scenario, e.Title)
+		}
+		fmt.Fprintln(w, "\nSCENARIO\tNODES\tWHAT")
+		for _, n := range scenario.Names() {
+			s, err := scenario.Builtin(n)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\n", n, len(s.Nodes), s.Description)
+		}
+		return w.Flush()
+	case "scenario":
+		if fs.NArg() != 2 {
+			fs.Usage()
+			return errUsage
+		}
+		s, err := scenario.Load(fs.Arg(1))
+		if err != nil {
+			return err
+		}
+		return s.Format(os.Stdout)
+	case "run":
+		if fs.NArg() != 2 {
+			fs.Usage()
+			return errUsage
+		}
+	default:
+		fs.Usage()
+		return errUsage
+	}
+	name := fs.Arg(1)
+	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work}
+	if *sc != "" {
+		s, err := scenario.Load(*sc)
+		if err != nil {
+			return err
+		}
+		env.Scenario = s
+	}
+	if env.Out == "" {
+		env.Out = filepath.Join("lab-results", name)
+	}
+	if env.Work == "" {
+		d, err := os.MkdirTemp("", "quilt-lab-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		env.Work = d
+	}
+	if *withTahoe {
+		if name != "write-read" {
+			return fmt.Errorf("--tahoe applies to write-read only")
+		}
+		fmt.Fprintln(os.Stderr, "quilt lab: making sure Tahoe-LAFS", tahoe.Version, "is installed (pip, the first time a few minutes)")
+		bin, err := tahoe.EnsureVenv(ctx, *venv)
+		if err != nil {
+			return fmt.Errorf("installing Tahoe-LAFS: %w", err)
+		}
+		env.Tahoe, env.TahoeFoolscap = bin, *foolscap
+	}
+	if err := lab.Run(ctx, name, env); err != nil {
+		return err
+	}
+	var files []string
+	entries, _ := os.ReadDir(env.Out)
+	for _, e := range entries {
+		files = append(files, e.Name())
+	}
+	fmt.Printf("results in %s: %s\n", env.Out, strings.Join(files, " "))
+	return nil
+}

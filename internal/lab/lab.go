@@ -1,0 +1,124 @@
+// Package lab is layer 6 of Quilt: it runs the papers' experiments on a
+// grid started in this process under an emulated network (a scenario of
+// package scenario, carried out by package linkemu) and writes what it
+// measured as CSV, Markdown tables and PNG plots (package report).
+//
+// The experiments, each after a figure or table of one of the papers
+// Quilt comes from:
+//
+//	write-read          Tahoe-LAFS on community clouds, Figs. 14–19: sequential
+//	                    write and read throughput vs file size, from the best- and
+//	                    the worst-connected client; optionally Tahoe-LAFS beside us
+//	put-get-del         Swift over KREONET, Figs. 6–11: PUT/GET/DEL operations per
+//	                    second vs object size and latency added between gateway
+//	                    and storage
+//	convergence         BaseFS, Figs. 9–15: time for a configuration write to reach
+//	                    all of 30 nodes vs delay, loss, reordering and bandwidth
+//	parallel-transfers  ownCloud/StoRM, Tables 3–7: Np parallel workers of random
+//	                    uploads and downloads; mean time per size and efficiency
+//
+// Production code paths run unchanged: the lab only gives nodes an
+// emulated memberlist transport, listeners it registers, and dial
+// functions that pass through the emulated links.
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/lab/scenario"
+)
+
+// Env is what an experiment runs with.
+type Env struct {
+	// Scenario is the network; nil means the experiment's default.
+	Scenario *scenario.Scenario
+	Quick    bool   // the small variant, minutes on two cores
+	Out      string // results: CSV, Markdown and PNG files (created)
+	Work     string // scratch space for node data (created; removed by the caller)
+	Log      io.Writer
+	Seed     int64
+	// Tahoe, if set, is the path of a tahoe program: write-read then
+	// also measures Tahoe-LAFS behind the same links.
+	Tahoe string
+	// TahoeFoolscap runs that Tahoe-LAFS on Foolscap, as the paper's
+	// did, rather than 1.20's HTTPS storage protocol.
+	TahoeFoolscap bool
+	// Scale multiplies parallel-transfers' file sizes (default 1; the
+	// paper's sizes go to 1 GB).
+	Scale float64
+}
+
+func (e *Env) logf(format string, args ...any) {
+	if e.Log != nil {
+		fmt.Fprintf(e.Log, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+	}
+}
+
+// Experiment is one of the lab's experiments.
+type Experiment struct {
+	Name     string
+	Title    string
+	Scenario string // the default scenario
+	Run      func(ctx context.Context, env *Env) error
+}
+
+var experiments = []Experiment{
+	{"write-read", "Sequential write and read throughput vs file size (Tahoe-LAFS paper, Figs. 14–19)", "qmpsu", runWriteRead},
+	{"put-get-del", "PUT/GET/DEL operations per second vs object size and added latency (Swift/KREONET paper, Figs. 6–11)", "kreonet", runPutGetDel},
+	{"convergence", "Time for a configuration write to reach all of 30 nodes (BaseFS paper, Figs. 9–15)", "lan", runConvergence},
+	{"parallel-transfers", "Np parallel workers of random uploads and downloads (ownCloud/StoRM paper, Tables 3–7)", "lan", runParallel},
+}
+
+// Experiments lists the lab's experiments.
+func Experiments() []Experiment { return slices.Clone(experiments) }
+
+// Run runs the experiment called name in env, filling in env's defaults.
+func Run(ctx context.Context, name string, env *Env) error {
+	i := slices.IndexFunc(experiments, func(e Experiment) bool { return e.Name == name })
+	if i < 0 {
+		var names []string
+		for _, e := range experiments {
+			names = append(names, e.Name)
+		}
+		return fmt.Errorf("lab: no experiment %q (there are: %v)", name, names)
+	}
+	ex := experiments[i]
+	if env.Scenario == nil {
+		sc, err := scenario.Builtin(ex.Scenario)
+		if err != nil {
+			return err
+		}
+		env.Scenario = sc
+	}
+	if env.Scale == 0 {
+		env.Scale = 1
+	}
+	for _, d := range []string{env.Out, env.Work} {
+		if d == "" {
+			return fmt.Errorf("lab: Env needs Out and Work directories")
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	env.logf("%s on scenario %s%s: results in %s", ex.Name, env.Scenario.Name, map[bool]string{true: " (quick)"}[env.Quick], env.Out)
+	start := time.Now()
+	err := ex.Run(ctx, env)
+	env.logf("%s done in %s", ex.Name, time.Since(start).Round(time.Second))
+	return err
+}
+
+// workDir makes a fresh scratch directory under env.Work.
+func (e *Env) workDir(name string) (string, error) {
+	d := filepath.Join(e.Work, name)
+	if err := os.RemoveAll(d); err != nil {
+		return "", err
+	}
+	return d, os.MkdirAll(d, 0o755)
+}

@@ -1,0 +1,282 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/lab/report"
+	"github.com/quilt-grid/quilt/internal/lab/tahoe"
+)
+
+// recordSize is the record length of the IOzone runs in the Tahoe-LAFS
+// paper: files are written and read 128 KiB at a time.
+const recordSize = 128 << 10
+
+// writeReadSizes are the file sizes of the paper's IOzone sweep, 64 KiB to
+// 128 MiB (quick: a few of them).
+func writeReadSizes(quick bool) []int64 {
+	if quick {
+		return []int64{64 << 10, 512 << 10, 4 << 20}
+	}
+	var s []int64
+	for n := int64(64 << 10); n <= 128<<20; n *= 2 {
+		s = append(s, n)
+	}
+	return s
+}
+
+// system is one storage system under test: something that stores a file
+// and reads it back, from one client.
+type system struct {
+	name string
+	put  func(ctx context.Context, r io.Reader, size int64) (string, error)
+	get  func(ctx context.Context, ref string, w io.Writer) (int64, error)
+}
+
+// records is a reader of size pseudo-random bytes handed out at most
+// recordSize at a time, hashing what it hands out.
+type records struct {
+	rng  *rand.ChaCha8
+	left int64
+	buf  []byte
+	sum  interface{ Write([]byte) (int, error) }
+}
+
+func (r *records) Read(p []byte) (int, error) {
+	if r.left == 0 {
+		return 0, io.EOF
+	}
+	k := min(int64(len(p)), recordSize, r.left)
+	r.rng.Read(p[:k])
+	r.sum.Write(p[:k])
+	r.left -= k
+	return int(k), nil
+}
+
+// recordWriter takes what a download writes and hashes it, as a reader
+// of 128 KiB records would.
+type recordWriter struct {
+	n   int64
+	sum interface{ Write([]byte) (int, error) }
+}
+
+func (w *recordWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	w.sum.Write(p)
+	return len(p), nil
+}
+
+// writeRead writes a file of size bytes and reads it back, and returns the
+// two throughputs in MB/s (10^6 bytes per second).
+func writeRead(ctx context.Context, s system, size int64, seed uint64) (wMBs, rMBs float64, err error) {
+	var seedb [32]byte
+	seedb[0], seedb[1] = byte(seed), byte(seed>>8)
+	in := sha256.New()
+	src := &records{rng: rand.NewChaCha8(seedb), left: size, sum: in}
+	start := time.Now()
+	ref, err := s.put(ctx, src, size)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: write %s: %w", s.name, report.SizeLabel(size), err)
+	}
+	wt := time.Since(start)
+	out := sha256.New()
+	dst := &recordWriter{sum: out}
+	start = time.Now()
+	if _, err := s.get(ctx, ref, dst); err != nil {
+		return 0, 0, fmt.Errorf("%s: read %s: %w", s.name, report.SizeLabel(size), err)
+	}
+	rt := time.Since(start)
+	if dst.n != size || !bytes.Equal(in.Sum(nil), out.Sum(nil)) {
+		return 0, 0, fmt.Errorf("%s: read back %d bytes that differ from the %d written", s.name, dst.n, size)
+	}
+	return float64(size) / wt.Seconds() / 1e6, float64(size) / rt.Seconds() / 1e6, nil
+}
+
+func runWriteRead(ctx context.Context, env *Env) error {
+	sc := env.Scenario
+	clients := sc.Role("client")
+	if len(clients) == 0 {
+		return fmt.Errorf("lab: write-read needs a client in scenario %s", sc.Name)
+	}
+	work, err := env.workDir("write-read")
+	if err != nil {
+		return err
+	}
+	env.logf("starting %d Quilt nodes", len(sc.Role("storage")))
+	cl, err := StartCluster(ctx, sc, ClusterOptions{Dir: filepath.Join(work, "quilt"), Seed: env.Seed})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	// Tahoe-LAFS, if asked for, runs beside it on the same emulated
+	// network: its storage node i sits behind the links of scenario node
+	// i, and its one client node takes the links of whichever scenario
+	// client is being measured.
+	var tg *tahoe.Grid
+	const tahoeClient = "tahoe-client"
+	var tahoeHosts []string
+	storage := sc.Role("storage")
+	if env.Tahoe != "" {
+		for _, sn := range storage {
+			tahoeHosts = append(tahoeHosts, "tahoe-"+sn.Name)
+		}
+		for i, a := range storage {
+			for j, b := range storage {
+				if i != j {
+					cl.Net.SetLink(tahoeHosts[i], tahoeHosts[j], sc.Link(a.Name, b.Name))
+				}
+			}
+		}
+		env.logf("starting a Tahoe-LAFS grid of %d storage nodes behind the same links", len(storage))
+		tg, err = tahoe.Start(ctx, tahoe.Options{Tahoe: env.Tahoe, Dir: filepath.Join(work, "tahoe"),
+			Storage: len(storage), K: 3, N: 10, Happy: 7,
+			Net: cl.Net, ClientHost: tahoeClient, StorageHosts: tahoeHosts, Log: env.Log, Foolscap: env.TahoeFoolscap})
+		if err != nil {
+			return fmt.Errorf("lab: tahoe: %w", err)
+		}
+		defer tg.Close()
+	}
+
+	repeats := 3
+	if env.Quick {
+		repeats = 1
+	}
+	tab := &report.Table{Title: fmt.Sprintf("write-read on %s: sequential write and read, %d KiB records, 3-of-10", sc.Name, recordSize>>10),
+		Columns: []string{"system", "client", "size", "bytes", "runs", "write MB/s (median)", "write q1", "write q3", "read MB/s (median)", "read q1", "read q3", "failed"}}
+	type key struct{ sys, client string }
+	series := map[key][3][]float64{} // sizes, write medians, read medians
+	var order []key
+	seed := uint64(env.Seed)
+	for _, c := range clients {
+		_, oc, err := cl.Client(c.Name)
+		if err != nil {
+			return err
+		}
+		systems := []system{{
+			name: "quilt",
+			put: func(ctx context.Context, r io.Reader, size int64) (string, error) {
+				rc, _, err := oc.Put(ctx, r, size, codec.DefaultParams(), 7)
+				return rc.String(), err
+			},
+			get: func(ctx context.Context, ref string, w io.Writer) (int64, error) {
+				rc, err := codec.ParseReadCap(ref)
+				if err != nil {
+					return 0, err
+				}
+				rep, err := oc.Get(ctx, rc, w, 0, -1)
+				if err != nil {
+					return 0, err
+				}
+				_ = rep
+				return rc.Size, nil
+			},
+		}}
+		if tg != nil {
+			for i, sn := range storage {
+				cl.Net.SetLink(tahoeClient, tahoeHosts[i], sc.Link(c.Name, sn.Name))
+				cl.Net.SetLink(tahoeHosts[i], tahoeClient, sc.Link(sn.Name, c.Name))
+			}
+			if lim, ok := sc.HostLimit(c.Name); ok {
+				cl.Net.SetHost(tahoeClient, lim)
+			}
+			name := "tahoe-lafs"
+			if env.TahoeFoolscap {
+				name += " (foolscap)"
+			}
+			systems = append(systems, system{name: name, put: func(ctx context.Context, r io.Reader, _ int64) (string, error) {
+				return tg.Put(ctx, r)
+			}, get: tg.Get})
+		}
+		// One small file first, unmeasured: connections to the nodes are
+		// made, as on a mounted file system that has been in use.
+		for _, s := range systems {
+			if _, _, err := writeRead(ctx, s, 64<<10, 0); err != nil {
+				return err
+			}
+		}
+		for _, size := range writeReadSizes(env.Quick) {
+			for _, s := range systems {
+				var ws, rs []float64
+				var failed []string
+				for range repeats {
+					seed++
+					w, r, err := writeRead(ctx, s, size, seed)
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if err != nil {
+						// A system that cannot store the file on this
+						// network is a result, not the end of the run.
+						env.logf("%-10s client %-6s %9s  FAILED: %v", s.name, c.Name, report.SizeLabel(size), err)
+						failed = append(failed, err.Error())
+						continue
+					}
+					ws, rs = append(ws, w), append(rs, r)
+				}
+				if len(ws) == 0 {
+					tab.Add(s.name, c.Name, report.SizeLabel(size), size, repeats, nil, nil, nil, nil, nil, nil, failureNote(failed))
+					continue
+				}
+				w1, wm, w3 := report.Quartiles(ws)
+				r1, rm, r3 := report.Quartiles(rs)
+				env.logf("%-10s client %-6s %9s  write %7.2f MB/s  read %7.2f MB/s", s.name, c.Name, report.SizeLabel(size), wm, rm)
+				tab.Add(s.name, c.Name, report.SizeLabel(size), size, repeats, wm, w1, w3, rm, r1, r3, failureNote(failed))
+				k := key{s.name, c.Name}
+				if _, ok := series[k]; !ok {
+					order = append(order, k)
+				}
+				v := series[k]
+				v[0], v[1], v[2] = append(v[0], float64(size)), append(v[1], wm), append(v[2], rm)
+				series[k] = v
+			}
+		}
+	}
+	tab.Notes = append(tab.Notes, fmt.Sprintf("Scenario %s: %s.", sc.Name, sc.Description),
+		"MB/s = 10^6 bytes per second of file data; every read is checked against what was written.")
+	if _, _, err := report.Write(env.Out, "write-read", tab); err != nil {
+		return err
+	}
+	for i, what := range []string{"write", "read"} {
+		p := &report.Plot{Title: fmt.Sprintf("Sequential %s on %s (%d KiB records)", what, sc.Name, recordSize>>10),
+			XLabel: "file size", YLabel: "MB/s", LogX: true, XTicks: sizeTicks(writeReadSizes(env.Quick))}
+		for _, k := range order {
+			v := series[k]
+			p.Series = append(p.Series, report.Series{Name: k.sys + ", client " + k.client, X: v[0], Y: v[1+i]})
+		}
+		if err := p.Save(filepath.Join(env.Out, "write-read-"+what+".png")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// failureNote summarises the errors of a case's failed runs for its
+// table cell: how many, and the first one, cut short.
+func failureNote(errs []string) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	e := errs[0]
+	if len(e) > 160 {
+		e = e[:160] + "…"
+	}
+	return fmt.Sprintf("%d: %s", len(errs), e)
+}
+
+// sizeTicks labels a log axis of sizes.
+func sizeTicks(sizes []int64) []report.Tick {
+	var t []report.Tick
+	step := max(1, len(sizes)/6)
+	for i := 0; i < len(sizes); i += step {
+		t = append(t, report.Tick{Value: float64(sizes[i]), Label: report.SizeLabel(sizes[i])})
+	}
+	return t
+}
