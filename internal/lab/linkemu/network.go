@@ -60,7 +60,11 @@ type Link struct {
 
 // HostLimit limits all the traffic of one host, whatever its peer: the
 // capacity of its one radio or cable, as tc on its interface would. It
-// applies on top of the links' own Bandwidth.
+// applies on top of the links' own Bandwidth: bytes pass the sender's
+// uplink, then their link, then the receiver's downlink, queueing at each.
+// Streams share a host's limit first come, first served, which is close
+// to but not quite TCP's fairness: a stream to a fast peer can take a
+// little of the share of streams to slow ones.
 type HostLimit struct {
 	Up   int64 // bytes per second the host sends, 0 unlimited
 	Down int64 // bytes per second the host receives, 0 unlimited
@@ -285,53 +289,64 @@ func (n *Network) lostLocked(l Link, dir *direction) bool {
 	return dir.lost
 }
 
-// transmitLocked queues k bytes from host from to host to on their
-// direction dir (link l), the sender's uplink and the receiver's downlink,
-// at time now, and returns when they will have been sent. A datagram
-// (wait false) that would queue longer than the slowest of these allows
-// is refused; a stream chunk (wait true) is always queued.
+// transmitLocked sends k bytes from host from to host to through the
+// rate-limited stages on the way, in order (the sender's uplink, their
+// link dir of Link l, the receiver's downlink), each queueing the bytes
+// behind what it already has, at time now; it returns when the last stage
+// has sent them. A datagram (wait false) that would queue at any stage
+// longer than the slowest stage's limit (see QueueLimit) is refused.
 func (n *Network) transmitLocked(from, to string, l Link, dir *direction, now time.Time, k int, wait bool) (time.Time, bool) {
-	start, slowest, stages := n.stagesLocked(from, to, l, dir, now)
+	stages := n.stagesLocked(from, to, l, dir)
 	if len(stages) == 0 {
 		return now, true
 	}
-	if !wait && start.Sub(now) > queueLimit(slowest) {
+	end, queued, slowest := pass(stages, now, k, false)
+	if !wait && queued > queueLimit(slowest) {
 		return time.Time{}, false
 	}
-	end := start
-	for _, st := range stages {
-		st.b.free = start.Add(txTime(st.rate, k))
-		end = later(end, st.b.free)
-	}
+	end, _, _ = pass(stages, now, k, true)
 	return end, true
 }
 
+// pass works out how k bytes handed over at time now go through stages:
+// when the last one has sent them, the longest they queue at one stage,
+// and the slowest rate on the way. With commit it also books the stages.
+func pass(stages []stage, now time.Time, k int, commit bool) (end time.Time, queued time.Duration, slowest int64) {
+	t := now
+	for _, st := range stages {
+		start := later(t, st.b.free)
+		queued = max(queued, start.Sub(t))
+		t = start.Add(txTime(st.rate, k))
+		if commit {
+			st.b.free = t
+		}
+		if slowest == 0 || st.rate < slowest {
+			slowest = st.rate
+		}
+	}
+	return t, queued, slowest
+}
+
+// stage is one rate-limited hop: a bucket and its rate.
 type stage struct {
 	b    *bucket
 	rate int64
 }
 
-// stagesLocked returns the rate-limited stages between from and to, the
-// earliest time all of them are free, and the slowest rate.
-func (n *Network) stagesLocked(from, to string, l Link, dir *direction, now time.Time) (time.Time, int64, []stage) {
+// stagesLocked returns the rate-limited stages from host from to host to,
+// in the order bytes pass them.
+func (n *Network) stagesLocked(from, to string, l Link, dir *direction) []stage {
 	var stages []stage
-	if l.Bandwidth > 0 {
-		stages = append(stages, stage{&dir.bucket, l.Bandwidth})
-	}
 	if r := n.limits[from].Up; r > 0 {
 		stages = append(stages, stage{hostBucket(n.up, from), r})
+	}
+	if l.Bandwidth > 0 {
+		stages = append(stages, stage{&dir.bucket, l.Bandwidth})
 	}
 	if r := n.limits[to].Down; r > 0 {
 		stages = append(stages, stage{hostBucket(n.down, to), r})
 	}
-	start, slowest := now, int64(0)
-	for _, st := range stages {
-		start = later(start, st.b.free)
-		if slowest == 0 || st.rate < slowest {
-			slowest = st.rate
-		}
-	}
-	return start, slowest, stages
+	return stages
 }
 
 func hostBucket(m map[string]*bucket, host string) *bucket {

@@ -2,6 +2,7 @@ package linkemu
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -295,6 +296,97 @@ func TestHostLimit(t *testing.T) {
 	}
 	if free < 2*up {
 		t.Errorf("a host without a limit sent at only %.0f B/s", free)
+	}
+}
+
+// TestSlowPeerDoesNotHoldUplink: a host streams to five slow peers (200
+// kB/s links) and to a fast one at once; the slow streams queue at their
+// own links, not in the host's shared uplink, so the fast one gets the
+// rest of it.
+func TestSlowPeerDoesNotHoldUplink(t *testing.T) {
+	const up = 4_000_000
+	n := New(1)
+	n.SetHost("a", HostLimit{Up: up})
+	addrC, doneC := sink(t)
+	n.Register("c", addrC)
+	dial := func(addr string) net.Conn {
+		c, err := n.Dialer("a")(context.Background(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	for i := range 5 {
+		addr, _ := sink(t)
+		peer := fmt.Sprint("slow", i)
+		n.Register(peer, addr)
+		n.SetLink("a", peer, Link{Bandwidth: 200_000})
+		c := dial(addr)
+		go func() { // until the test closes it
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	send(t, dial(addrC), 4_000_000)
+	fast := 4_000_000 / (<-doneC).Sub(start).Seconds()
+	// The slow streams take 5 × 200 kB/s of the uplink.
+	want := 0.85 * (up - 5*200_000)
+	t.Logf("fast peer got %.0f B/s of a %d B/s uplink beside five 200 kB/s streams", fast, up)
+	// Booking is first come, first served, not TCP's fairness: the fast
+	// stream may take some of the slow ones' share, not the reverse.
+	if fast < want || fast > 1.25*(up-5*200_000) {
+		t.Errorf("a stream to a fast peer got %.0f B/s beside slow ones, want %.0f (its share) -15%% +25%%", fast, up-5*200_000.0)
+	}
+}
+
+// TestSlowPeerGetsItsRate: as a client writing shares to a mesh: one
+// host streams at once to a peer behind a slow link and slow downlink
+// (both 150 kB/s) and to fast peers; the slow stream still gets its
+// 150 kB/s, the rate of the slowest stage on its way.
+func TestSlowPeerGetsItsRate(t *testing.T) {
+	const slowRate = 150_000
+	n := New(1)
+	n.SetHost("a", HostLimit{Up: 8_000_000})
+	addrS, doneS := sink(t)
+	n.Register("s", addrS)
+	n.SetHost("s", HostLimit{Up: slowRate, Down: slowRate})
+	n.SetLink("a", "s", Link{Bandwidth: slowRate, Delay: 6 * time.Millisecond})
+	dial := func(addr string) net.Conn {
+		c, err := n.Dialer("a")(context.Background(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	for i := range 4 {
+		addr, _ := sink(t)
+		peer := fmt.Sprint("fast", i)
+		n.Register(peer, addr)
+		n.SetLink("a", peer, Link{Bandwidth: 1_000_000, Delay: time.Millisecond})
+		c := dial(addr)
+		go func() {
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	send(t, dial(addrS), 300_000)
+	got := 300_000 / (<-doneS).Sub(start).Seconds()
+	t.Logf("slow peer's stream: %.0f B/s (its stages allow %d)", got, slowRate)
+	if got < 0.85*slowRate || got > 1.1*slowRate {
+		t.Errorf("stream to a 150 kB/s peer beside fast ones: %.0f B/s, want %d ± 10%%", got, slowRate)
 	}
 }
 

@@ -180,7 +180,7 @@ func (n *Network) chunkSize(from, to string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	size := 32 << 10
-	_, slowest, _ := n.stagesLocked(from, to, n.linkLocked(from, to), n.dirLocked(from, to), time.Time{})
+	_, _, slowest := pass(n.stagesLocked(from, to, n.linkLocked(from, to), n.dirLocked(from, to)), time.Time{}, 0, false)
 	if slowest > 0 {
 		size = min(size, max(1500, int(slowest/200)))
 	}
@@ -237,10 +237,13 @@ func (n *Network) queueChunk(from, to string, k int) time.Time {
 		l := n.linkLocked(from, to)
 		dir := n.dirLocked(from, to)
 		now := time.Now()
-		start, slowest, _ := n.stagesLocked(from, to, l, dir, now)
-		if backlog := start.Sub(now); slowest > 0 && backlog > queueLimit(slowest) {
+		// A stream does not queue more than the limit at any one stage:
+		// it waits first, as TCP backs off, and leaves the stages it
+		// shares (its host's uplink) to the others meanwhile.
+		_, queued, slowest := pass(n.stagesLocked(from, to, l, dir), now, k, false)
+		if limit := queueLimit(slowest); slowest > 0 && queued > limit {
 			n.mu.Unlock()
-			time.Sleep(backlog - queueLimit(slowest)/2)
+			time.Sleep(queued - limit/2)
 			continue
 		}
 		sent, _ := n.transmitLocked(from, to, l, dir, now, k, true)
