@@ -247,6 +247,10 @@ func (d *DB) commit(batch []*ingestReq) {
 				res.Missing = append(res.Missing, out.Missing...)
 				res.Rejected = append(res.Rejected, out.Rejected...)
 			}
+			// What one record lacked, a later one of the same batch may
+			// have brought (an entry's blocks after it): only report what
+			// is still missing, so no one syncs for nothing.
+			res.Missing = slices.DeleteFunc(res.Missing, l.Has)
 		}
 		for ns, l := range logs {
 			if err := l.updateView(); err != nil {

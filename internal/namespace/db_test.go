@@ -341,3 +341,52 @@ func blake3Sum(b []byte) [32]byte {
 	r, _ := dag.Decode(b)
 	return r.Hash
 }
+
+// TestBatchBringsBlocks: an entry and its blocks sent together leave
+// nothing missing, whichever comes first; the blocks alone, without the
+// entry that wants them, are held, and the entry alone reports them.
+func TestBatchBringsBlocks(t *testing.T) {
+	ns, priv, _ := dag.NewNamespace()
+	key, _ := dag.NewReadKey()
+	w := &dag.Writer{NS: ns, Key: priv, Read: key}
+	root := w.Root()
+	body := bytes.Repeat([]byte("block content "), 400) // several 1 KiB blocks
+	e, blocks := w.File(root.Hash(), nil, "big", body)
+	if len(blocks) < 2 {
+		t.Fatalf("%d blocks for %d bytes; the test needs a chain", len(blocks), len(body))
+	}
+	var bl [][]byte
+	for _, b := range blocks {
+		bl = append(bl, b.Encode())
+	}
+	for _, order := range []string{"entry first", "blocks first"} {
+		d := openDB(t, t.TempDir())
+		if err := d.Open(ns, &key, dag.ConfigRules); err != nil {
+			t.Fatal(err)
+		}
+		recs := append([][]byte{root.Encode(), e.Encode()}, bl...)
+		if order == "blocks first" {
+			recs = append(append([][]byte{root.Encode()}, bl...), e.Encode())
+		}
+		res, err := d.Ingest(ns, recs)
+		if err != nil || len(res.Admitted) != len(recs) || len(res.Missing) != 0 {
+			t.Errorf("%s: %v, admitted %d of %d, missing %v", order, err, len(res.Admitted), len(recs), res.Missing)
+		}
+		info, err := d.Stat(ns, "/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := d.Content(ns, info.Data)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Errorf("%s: content %d bytes, %v", order, len(got), err)
+		}
+		d.Close()
+	}
+	d := openDB(t, t.TempDir())
+	defer d.Close()
+	d.Open(ns, &key, dag.ConfigRules)
+	res, err := d.Ingest(ns, [][]byte{root.Encode(), e.Encode()})
+	if err != nil || len(res.Missing) == 0 {
+		t.Errorf("entry without its blocks: %v, missing %v", err, res.Missing)
+	}
+}
