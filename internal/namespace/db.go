@@ -329,8 +329,18 @@ func (d *DB) Digests(ns dag.NSID, prefix []byte) ([256]Digest, error) {
 		if b == nil {
 			return nil
 		}
-		c := b.Bucket(bDig).Cursor()
-		for k, v := c.Seek(prefix); k != nil && len(k) == 2 && (len(prefix) == 0 || k[0] == prefix[0]); k, v = c.Next() {
+		dig := b.Bucket(bDig)
+		if len(prefix) == 0 && b.Bucket(bMeta).Get(metaLevel1) != nil {
+			for i := range out {
+				out[i] = decodeDigest(dig.Get([]byte{byte(i)}))
+			}
+			return nil
+		}
+		c := dig.Cursor()
+		for k, v := c.Seek(prefix); k != nil && (len(prefix) == 0 || k[0] == prefix[0]); k, v = c.Next() {
+			if len(k) != 2 {
+				continue // a first-level digest
+			}
 			g := decodeDigest(v)
 			if len(prefix) == 0 {
 				out[k[0]].merge(g)
@@ -410,8 +420,14 @@ func (d *DB) Wait(ctx context.Context, ns dag.NSID, root Digest, timeout time.Du
 	return d.Root(ns)
 }
 
-func encodeDigest(g Digest) []byte {
-	return binary.BigEndian.AppendUint64(append([]byte(nil), g.Xor[:]...), g.Count)
+// digestLen is the size of an encoded Digest.
+const digestLen = 32 + 8
+
+func encodeDigest(g Digest) []byte { return appendDigest(nil, g) }
+
+// appendDigest appends g's encoding to b.
+func appendDigest(b []byte, g Digest) []byte {
+	return binary.BigEndian.AppendUint64(append(b, g.Xor[:]...), g.Count)
 }
 
 func decodeDigest(v []byte) Digest {

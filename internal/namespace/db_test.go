@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
+	bolt "go.etcd.io/bbolt"
 	mrand "math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -389,4 +390,74 @@ func TestBatchBringsBlocks(t *testing.T) {
 	if err != nil || len(res.Missing) == 0 {
 		t.Errorf("entry without its blocks: %v, missing %v", err, res.Missing)
 	}
+}
+
+// TestFirstLevelDigests: the 256 first-level digests a sync asks first
+// agree with the leaves under them, as records come and go, and a log
+// written before they were kept (simulated by removing them) is answered
+// from its leaves until its next change builds them.
+func TestFirstLevelDigests(t *testing.T) {
+	ns, priv, _ := dag.NewNamespace()
+	key, _ := dag.NewReadKey()
+	w := &dag.Writer{NS: ns, Key: priv, Read: key}
+	dir := t.TempDir()
+	d := openDB(t, dir)
+	if err := d.Open(ns, &key, dag.ConfigRules); err != nil {
+		t.Fatal(err)
+	}
+	root := w.Root()
+	recs := [][]byte{root.Encode()}
+	for i := range 600 {
+		recs = append(recs, w.Entry(dag.Write, root.Hash(), nil, fmt.Sprint("f", i), []byte{byte(i)}).Encode())
+	}
+	if _, err := d.Ingest(ns, recs); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		top, err := d.Digests(ns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum Digest
+		for p := range 256 {
+			leaves, err := d.Digests(ns, []byte{byte(p)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g Digest
+			for _, l := range leaves {
+				g.merge(l)
+			}
+			if g != top[p] {
+				t.Fatalf("%s: first-level digest %02x is %+v, its leaves make %+v", when, p, top[p], g)
+			}
+			sum.merge(g)
+		}
+		if sum != d.Root(ns) {
+			t.Fatalf("%s: the first level adds up to %+v, the root is %+v", when, sum, d.Root(ns))
+		}
+	}
+	check("after 601 records")
+	// As a log from before: no first level.
+	d.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(ns[:])
+		b.Bucket(bMeta).Delete(metaLevel1)
+		for i := range 256 {
+			b.Bucket(bDig).Delete([]byte{byte(i)})
+		}
+		return nil
+	})
+	check("without a first level")
+	if _, err := d.Ingest(ns, [][]byte{w.Entry(dag.Write, root.Hash(), nil, "late", []byte("x")).Encode()}); err != nil {
+		t.Fatal(err)
+	}
+	check("after the first level was rebuilt")
+	d.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(ns[:]).Bucket(bMeta).Get(metaLevel1) == nil {
+			t.Error("the first level was not rebuilt on a change")
+		}
+		return nil
+	})
+	d.Close()
 }

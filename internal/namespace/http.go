@@ -71,7 +71,7 @@ func API(db *DB, appendFn func(ns dag.NSID, raws [][]byte, fromSync bool) (Resul
 		writeJSON(w, jsonDigest(db.Root(ns)))
 	}))
 	mux.HandleFunc("POST /v1/ns/{id}/digests", withNS(func(w http.ResponseWriter, r *http.Request, ns dag.NSID, body []byte) {
-		var out []byte
+		out := make([]byte, 0, 256*digestLen*min(257, len(body)))
 		for count := 0; len(body) > 0; count++ {
 			if count > 257 {
 				http.Error(w, "namespace: at most 257 digest prefixes", http.StatusBadRequest)
@@ -84,7 +84,7 @@ func API(db *DB, appendFn func(ns dag.NSID, raws [][]byte, fromSync bool) (Resul
 			}
 			ds, _ := db.Digests(ns, body[1:1+n])
 			for _, g := range ds {
-				out = append(out, encodeDigest(g)...)
+				out = appendDigest(out, g)
 			}
 			body = body[1+n:]
 		}

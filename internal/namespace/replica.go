@@ -313,5 +313,9 @@ func (r *Replica) SyncOnce(ctx context.Context) {
 type broadcast []byte
 
 func (b broadcast) Invalidates(memberlist.Broadcast) bool { return false }
-func (b broadcast) Message() []byte                       { return b }
-func (b broadcast) Finished()                             {}
+
+// UniqueBroadcast tells memberlist that every record is distinct, so
+// queueing one does not scan the whole queue for ones it replaces.
+func (b broadcast) UniqueBroadcast() {}
+func (b broadcast) Message() []byte  { return b }
+func (b broadcast) Finished()        {}

@@ -19,6 +19,9 @@ type txLog struct {
 	dirty map[string]bool // paths whose view must be recomputed
 	key   *dag.ReadKey
 	rules dag.Rules
+	// level1 is set once the namespace's 256 first-level digests are
+	// known to be kept (see digest).
+	level1 bool
 }
 
 var _ dag.Store = (*txLog)(nil)
@@ -92,18 +95,57 @@ func (l *txLog) want(h dag.Hash, delta int) uint64 {
 	return n
 }
 
-// digest adds or removes h from the Merkle leaves and the root.
+// digest adds or removes h from its Merkle leaf (2-byte prefix), its
+// first-level range (1-byte prefix) and the root. The first level is kept
+// so that a sync's first question costs 256 reads, not a scan of every
+// leaf; a log made before it was kept gets it built on its first change.
 func (l *txLog) digest(h dag.Hash, sign int) error {
 	dig := l.b.Bucket(bDig)
-	g := decodeDigest(dig.Get(h[:2]))
-	g.add(h, sign)
-	if err := dig.Put(slices.Clone(h[:2]), encodeDigest(g)); err != nil {
+	if err := l.keepLevel1(dig); err != nil {
 		return err
+	}
+	for _, k := range [][]byte{h[:2], h[:1]} {
+		g := decodeDigest(dig.Get(k))
+		g.add(h, sign)
+		if err := dig.Put(slices.Clone(k), encodeDigest(g)); err != nil {
+			return err
+		}
 	}
 	meta := l.b.Bucket(bMeta)
 	root := decodeDigest(meta.Get([]byte("root")))
 	root.add(h, sign)
 	return meta.Put([]byte("root"), encodeDigest(root))
+}
+
+// metaLevel1 in a namespace's meta bucket says its dig bucket holds the
+// first-level digests (1-byte keys) beside the leaves (2-byte keys).
+var metaLevel1 = []byte("dig1")
+
+// keepLevel1 builds the first-level digests from the leaves, once.
+func (l *txLog) keepLevel1(dig *bolt.Bucket) error {
+	if l.level1 {
+		return nil
+	}
+	meta := l.b.Bucket(bMeta)
+	if meta.Get(metaLevel1) == nil {
+		var lv [256]Digest
+		c := dig.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if len(k) == 2 {
+				lv[k[0]].merge(decodeDigest(v))
+			}
+		}
+		for i, g := range lv {
+			if err := dig.Put([]byte{byte(i)}, encodeDigest(g)); err != nil {
+				return err
+			}
+		}
+		if err := meta.Put(metaLevel1, []byte{1}); err != nil {
+			return err
+		}
+	}
+	l.level1 = true
+	return nil
 }
 
 func (l *txLog) Admit(r dag.Record) error {
