@@ -94,7 +94,7 @@ func (c *Client) checkCopy(ctx context.Context, vc codec.VerifyCap, share int, n
 	bs := c.openStream(ctx, vc, src, 0, l.Segments-1)
 	defer bs.close()
 	for range l.Segments {
-		if _, err := bs.next(ctx, c.opt.Stall); err != nil {
+		if _, _, err := bs.next(ctx, c.opt.Stall); err != nil {
 			return err
 		}
 	}

@@ -34,13 +34,16 @@ type reader struct {
 	swaps            int
 }
 
-// slowSwap is how many segments in a row one stream must hold the read
-// up, for most of its waiting and for at least slowWait, before it is
-// replaced by a spare source: on links of uneven speed (a community
-// mesh) the read moves to the fastest k holders it can find.
+// A read stream whose block of a segment arrives last, later than the
+// next-latest by slowWait or more, for slowSwap segments in a row, is
+// replaced by a spare source; one that is late by slowNow or more is
+// replaced at once. On links of uneven speed (a community mesh) the read
+// thus moves to the fastest k holders it can find; streams of equal speed
+// arrive together and stay.
 const (
 	slowSwap = 2
-	slowWait = 20 * time.Millisecond
+	slowWait = 50 * time.Millisecond
+	slowNow  = 250 * time.Millisecond
 )
 
 // start opens streams from the first k sources for segments [from, to].
@@ -59,15 +62,14 @@ func (c *Client) startReader(ctx context.Context, vc codec.VerifyCap, srcs []*so
 // segment returns the n blocks of segment seg (k present, verified).
 func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 	blocks := make([][]byte, r.vc.N)
-	waits := make([]time.Duration, len(r.active))
+	arrivals := make([]time.Time, len(r.active))
 	for i := 0; i < len(r.active); i++ {
 		for {
 			bs := r.active[i]
-			start := time.Now()
-			b, err := bs.next(ctx, r.c.opt.Stall)
-			waits[i] += time.Since(start)
+			b, at, err := bs.next(ctx, r.c.opt.Stall)
 			if err == nil {
 				blocks[bs.src.share] = b
+				arrivals[i] = at
 				break
 			}
 			if ctx.Err() != nil {
@@ -84,24 +86,33 @@ func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 			r.slowest, r.slowRun = -1, 0
 		}
 	}
-	r.noteWaits(seg, waits)
+	r.noteArrivals(seg, arrivals)
 	return blocks, nil
 }
 
-// noteWaits finds the stream segment seg waited on most and, if it has
-// held up slowSwap segments in a row and a spare is left, replaces it for
-// the segments after seg; the replaced source becomes the last spare, in
-// case the others fail. Blocks already fetched are kept, so a swap costs
-// at most one request's set-up.
-func (r *reader) noteWaits(seg int64, waits []time.Duration) {
-	worst, total := 0, time.Duration(0)
-	for i, w := range waits {
-		total += w
-		if w > waits[worst] {
+// noteArrivals finds the stream whose block of segment seg came last
+// and, if it was late enough (see slowSwap) and a spare is left,
+// replaces it for the segments after seg; the replaced source becomes the
+// last spare, in case the others fail. Blocks already fetched are kept,
+// so a swap costs at most one request's set-up.
+func (r *reader) noteArrivals(seg int64, arrivals []time.Time) {
+	if len(arrivals) < 2 {
+		return
+	}
+	worst := 0
+	for i, at := range arrivals {
+		if at.After(arrivals[worst]) {
 			worst = i
 		}
 	}
-	if waits[worst] < slowWait || 2*waits[worst] < total {
+	var next time.Time // the latest arrival but the worst's
+	for i, at := range arrivals {
+		if i != worst && at.After(next) {
+			next = at
+		}
+	}
+	late := arrivals[worst].Sub(next)
+	if late < slowWait {
 		r.slowest, r.slowRun = -1, 0
 		return
 	}
@@ -110,7 +121,7 @@ func (r *reader) noteWaits(seg int64, waits []time.Duration) {
 	} else {
 		r.slowest, r.slowRun = worst, 1
 	}
-	if r.slowRun < slowSwap || len(r.spares) == 0 || seg >= r.to || r.swaps >= r.vc.N {
+	if (r.slowRun < slowSwap && late < slowNow) || len(r.spares) == 0 || seg >= r.to || r.swaps >= r.vc.N {
 		return
 	}
 	old := r.active[worst]
@@ -119,7 +130,7 @@ func (r *reader) noteWaits(seg int64, waits []time.Duration) {
 	r.spares = append(r.spares[1:], old.src)
 	r.swaps++
 	r.slowest, r.slowRun = -1, 0
-	r.c.log.Debug("read: replacing the slowest share stream", "share", old.src.share, "node", old.src.node, "by", r.active[worst].src.node, "segment", seg+1)
+	r.c.log.Debug("read: replacing the slowest share stream", "share", old.src.share, "node", old.src.node, "by", r.active[worst].src.node, "late", late, "segment", seg+1)
 }
 
 func (r *reader) close() {

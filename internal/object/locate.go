@@ -141,14 +141,14 @@ func unavailable(vc codec.VerifyCap, f *found, good int, problems []Problem) err
 // in one request, verifying each block against the trusted hashes.
 type blockStream struct {
 	src    *source
-	blocks chan []byte
+	blocks chan arrived
 	err    error // valid once blocks is closed
 	cancel context.CancelFunc
 }
 
 func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source, from, to int64) *blockStream {
 	ctx, cancel := context.WithCancel(ctx)
-	bs := &blockStream{src: src, blocks: make(chan []byte, 4), cancel: cancel}
+	bs := &blockStream{src: src, blocks: make(chan arrived, 4), cancel: cancel}
 	l := vc.Layout()
 	go func() {
 		defer close(bs.blocks)
@@ -171,7 +171,7 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 				return
 			}
 			select {
-			case bs.blocks <- b:
+			case bs.blocks <- arrived{b, time.Now()}:
 			case <-ctx.Done():
 				bs.err = ctx.Err()
 				return
@@ -181,21 +181,27 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 	return bs
 }
 
-// next returns the stream's next verified block, or an error if the node
-// failed, lied, or made no progress for stall.
-func (bs *blockStream) next(ctx context.Context, stall time.Duration) ([]byte, error) {
+// arrived is a verified block and when its last byte came in.
+type arrived struct {
+	b  []byte
+	at time.Time
+}
+
+// next returns the stream's next verified block and when it arrived, or
+// an error if the node failed, lied, or made no progress for stall.
+func (bs *blockStream) next(ctx context.Context, stall time.Duration) ([]byte, time.Time, error) {
 	t := time.NewTimer(stall)
 	defer t.Stop()
 	select {
-	case b, ok := <-bs.blocks:
+	case a, ok := <-bs.blocks:
 		if !ok {
-			return nil, errOr(bs.err, io.ErrUnexpectedEOF)
+			return nil, time.Time{}, errOr(bs.err, io.ErrUnexpectedEOF)
 		}
-		return b, nil
+		return a.b, a.at, nil
 	case <-t.C:
-		return nil, fmt.Errorf("node %.8s made no progress for %v", bs.src.node, stall)
+		return nil, time.Time{}, fmt.Errorf("node %.8s made no progress for %v", bs.src.node, stall)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, time.Time{}, ctx.Err()
 	}
 }
 
