@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/quilt-grid/quilt/internal/dag"
+	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/lab/linkemu"
 	"github.com/quilt-grid/quilt/internal/lab/scenario"
@@ -265,4 +266,26 @@ func (c *Cluster) Close() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// startWithGateway starts a cluster under sc with namespace replicas and
+// opens a gateway at the scenario node at (its connections take that
+// host's links), with its state under work. The caller closes both.
+func startWithGateway(ctx context.Context, env *Env, sc *scenario.Scenario, work, at string, gossip func(*memberlist.Config)) (*Cluster, *gateway.Gateway, error) {
+	env.logf("starting %d Quilt nodes", len(sc.Role("storage")))
+	cl, err := StartCluster(ctx, sc, ClusterOptions{Dir: filepath.Join(work, "quilt"), Seed: env.Seed, Namespaces: true, Gossip: gossip})
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, oc, err := cl.Client(at)
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	gw, err := gateway.Open(ctx, gateway.Config{Dir: filepath.Join(work, "gateway"), Nodes: nc, Objects: oc, NoSync: true})
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	return cl, gw, nil
 }

@@ -71,21 +71,7 @@ func runConvergence(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	arrived := map[dag.Hash]int{}
-	done := map[dag.Hash]chan struct{}{}
-	onAdmit := func(_ int, _ dag.NSID, raws [][]byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, raw := range raws {
-			h := dag.Hash(blake3.Sum256(raw))
-			if arrived[h]++; arrived[h] == convergenceNodes {
-				if ch := done[h]; ch != nil {
-					close(ch)
-				}
-			}
-		}
-	}
+	adm := newAdmissions(convergenceNodes)
 	cases := convergenceCases(env.Quick)
 	// Gossip timers fit the slowest case, so no node is declared dead
 	// while the network is merely slow; broadcasts go out at memberlist's
@@ -94,7 +80,7 @@ func runConvergence(ctx context.Context, env *Env) error {
 	worst.Default = linkemu.Link{Delay: 2560 * time.Millisecond, Jitter: 512 * time.Millisecond}
 	env.logf("starting %d nodes with namespace replicas", convergenceNodes)
 	cl, err := StartCluster(ctx, sc, ClusterOptions{Dir: filepath.Join(work, "nodes"), Seed: env.Seed,
-		Namespaces: true, OnAdmit: onAdmit, Gossip: GossipFor(worst)})
+		Namespaces: true, OnAdmit: adm.onAdmit, Gossip: GossipFor(worst)})
 	if err != nil {
 		return err
 	}
@@ -118,7 +104,7 @@ func runConvergence(ctx context.Context, env *Env) error {
 	w := &dag.Writer{NS: ns, Key: priv, Read: key}
 	root := w.Root()
 	etc := w.Entry(dag.Mkdir, root.Hash(), nil, "etc", nil)
-	if err := commitEverywhere(ctx, cl, ns, [][]byte{root.Encode(), etc.Encode()}, &mu, done); err != nil {
+	if err := commitEverywhere(ctx, cl, ns, [][]byte{root.Encode(), etc.Encode()}, adm); err != nil {
 		return err
 	}
 
@@ -150,7 +136,7 @@ func runConvergence(ctx context.Context, env *Env) error {
 				return err
 			}
 			e := w.Entry(dag.Write, info.Current, heads, fmt.Sprintf("f%d", i%7), fmt.Appendf(nil, "%s %d", c.label, i))
-			d, err := timeWrite(ctx, at, ns, e, limit, &mu, done)
+			d, err := timeWrite(ctx, at, ns, e, limit, adm)
 			if err != nil {
 				return err
 			}
@@ -213,13 +199,47 @@ func pct(xs []float64, p float64) float64 {
 	return xs[min(len(xs)-1, int(p*float64(len(xs)-1)+0.5))]
 }
 
+// admissions counts, per record, the nodes that have admitted it, and
+// closes the record's channel (see expect) once all n have.
+type admissions struct {
+	n     int
+	mu    sync.Mutex
+	count map[dag.Hash]int
+	done  map[dag.Hash]chan struct{}
+}
+
+func newAdmissions(n int) *admissions {
+	return &admissions{n: n, count: map[dag.Hash]int{}, done: map[dag.Hash]chan struct{}{}}
+}
+
+// onAdmit is a ClusterOptions.OnAdmit.
+func (a *admissions) onAdmit(_ int, _ dag.NSID, raws [][]byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, raw := range raws {
+		h := dag.Hash(blake3.Sum256(raw))
+		if a.count[h]++; a.count[h] == a.n {
+			if ch := a.done[h]; ch != nil {
+				close(ch)
+			}
+		}
+	}
+}
+
+// expect returns a channel closed when every node has admitted the
+// record with hash h; call it before the record is written.
+func (a *admissions) expect(h dag.Hash) chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := make(chan struct{})
+	a.done[h] = ch
+	return ch
+}
+
 // timeWrite appends e at node at and waits until every node has it;
 // -1 if not within limit.
-func timeWrite(ctx context.Context, at *ClusterNode, ns dag.NSID, e *dag.Entry, limit time.Duration, mu *sync.Mutex, done map[dag.Hash]chan struct{}) (time.Duration, error) {
-	ch := make(chan struct{})
-	mu.Lock()
-	done[e.Hash()] = ch
-	mu.Unlock()
+func timeWrite(ctx context.Context, at *ClusterNode, ns dag.NSID, e *dag.Entry, limit time.Duration, adm *admissions) (time.Duration, error) {
+	ch := adm.expect(e.Hash())
 	start := time.Now()
 	if _, err := at.Rep.Append(ns, [][]byte{e.Encode()}, false); err != nil {
 		return 0, err
@@ -236,15 +256,11 @@ func timeWrite(ctx context.Context, at *ClusterNode, ns dag.NSID, e *dag.Entry, 
 
 // commitEverywhere appends recs at the first node and waits until every
 // node has them all.
-func commitEverywhere(ctx context.Context, cl *Cluster, ns dag.NSID, recs [][]byte, mu *sync.Mutex, done map[dag.Hash]chan struct{}) error {
+func commitEverywhere(ctx context.Context, cl *Cluster, ns dag.NSID, recs [][]byte, adm *admissions) error {
 	var chs []chan struct{}
-	mu.Lock()
 	for _, r := range recs {
-		ch := make(chan struct{})
-		done[dag.Hash(blake3.Sum256(r))] = ch
-		chs = append(chs, ch)
+		chs = append(chs, adm.expect(dag.Hash(blake3.Sum256(r))))
 	}
-	mu.Unlock()
 	if _, err := cl.Nodes[0].Rep.Append(ns, recs, false); err != nil {
 		return err
 	}

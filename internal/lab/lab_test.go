@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/quilt-grid/quilt/internal/dag"
 	"github.com/quilt-grid/quilt/internal/lab/linkemu"
 	"github.com/quilt-grid/quilt/internal/lab/scenario"
-	"github.com/zeebo/blake3"
 )
 
 // TestClusterUnderLinks: a client's object traffic passes through its
@@ -67,26 +65,12 @@ func TestClusterUnderLinks(t *testing.T) {
 // TestWriteConvergesUnderDelay: on 5 nodes with 300 ms one way between
 // any two, a write takes at least one delay to reach them all, and does.
 func TestWriteConvergesUnderDelay(t *testing.T) {
-	var mu sync.Mutex
-	arrived := map[dag.Hash]int{}
-	done := map[dag.Hash]chan struct{}{}
 	const n = 5
-	onAdmit := func(_ int, _ dag.NSID, raws [][]byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, raw := range raws {
-			h := dag.Hash(blake3.Sum256(raw))
-			if arrived[h]++; arrived[h] == n {
-				if ch := done[h]; ch != nil {
-					close(ch)
-				}
-			}
-		}
-	}
+	adm := newAdmissions(n)
 	sc := scenario.LAN(n)
 	sc.Default = linkemu.Link{Delay: 300 * time.Millisecond}
 	ctx := context.Background()
-	cl, err := StartCluster(ctx, sc, ClusterOptions{Dir: t.TempDir(), Namespaces: true, OnAdmit: onAdmit})
+	cl, err := StartCluster(ctx, sc, ClusterOptions{Dir: t.TempDir(), Namespaces: true, OnAdmit: adm.onAdmit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +84,11 @@ func TestWriteConvergesUnderDelay(t *testing.T) {
 	}
 	w := &dag.Writer{NS: ns, Key: priv, Read: key}
 	root := w.Root()
-	if err := commitEverywhere(ctx, cl, ns, [][]byte{root.Encode()}, &mu, done); err != nil {
+	if err := commitEverywhere(ctx, cl, ns, [][]byte{root.Encode()}, adm); err != nil {
 		t.Fatal(err)
 	}
 	e := w.Entry(dag.Write, root.Hash(), nil, "f", []byte("x"))
-	d, err := timeWrite(ctx, cl.Nodes[2], ns, e, time.Minute, &mu, done)
+	d, err := timeWrite(ctx, cl.Nodes[2], ns, e, time.Minute, adm)
 	if err != nil {
 		t.Fatal(err)
 	}

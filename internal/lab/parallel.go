@@ -59,20 +59,11 @@ func runParallel(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	env.logf("starting %d Quilt nodes", len(sc.Role("storage")))
-	cl, err := StartCluster(ctx, sc, ClusterOptions{Dir: filepath.Join(work, "quilt"), Seed: env.Seed, Namespaces: true})
+	cl, gw, err := startWithGateway(ctx, env, sc, work, clients[0].Name, nil)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	nc, oc, err := cl.Client(clients[0].Name)
-	if err != nil {
-		return err
-	}
-	gw, err := gateway.Open(ctx, gateway.Config{Dir: filepath.Join(work, "gateway"), Nodes: nc, Objects: oc, NoSync: true})
-	if err != nil {
-		return err
-	}
 	defer gw.Close()
 	const bucket = "transfers"
 	if err := gw.CreateBucket(ctx, bucket, ""); err != nil {

@@ -65,21 +65,11 @@ func runPutGetDel(ctx context.Context, env *Env) error {
 	// Gossip timers for the largest added latency, so nodes stay alive
 	// across all cases.
 	worst := base.AddDelay("gateway", "storage", delays[len(delays)-1])
-	env.logf("starting %d Quilt nodes", len(base.Role("storage")))
-	cl, err := StartCluster(ctx, base, ClusterOptions{Dir: filepath.Join(work, "quilt"), Seed: env.Seed,
-		Namespaces: true, Gossip: GossipFor(worst)})
+	cl, gw, err := startWithGateway(ctx, env, base, work, gwName, GossipFor(worst))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	nc, oc, err := cl.Client(gwName)
-	if err != nil {
-		return err
-	}
-	gw, err := gateway.Open(ctx, gateway.Config{Dir: filepath.Join(work, "gateway"), Nodes: nc, Objects: oc, NoSync: true})
-	if err != nil {
-		return err
-	}
 	defer gw.Close()
 
 	objects, gets := benchObjects, benchGets

@@ -190,6 +190,28 @@ func sink(t *testing.T) (addr string, done <-chan time.Time) {
 	return ln.Addr().String(), ch
 }
 
+// dial connects from host from to a registered address through n; the
+// connection is closed when the test ends.
+func dial(t *testing.T, n *Network, from, addr string) net.Conn {
+	t.Helper()
+	c, err := n.Dialer(from)(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// flood writes on c until it is closed.
+func flood(c net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := c.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
 // send writes size bytes on c and closes it (an emulated stream's pipe
 // has handed every byte on once Write returns).
 func send(t *testing.T, c net.Conn, size int) {
@@ -220,29 +242,21 @@ func TestBandwidth(t *testing.T) {
 	n.Register("a", addrA)
 	n.SetLink("a", "b", Link{Bandwidth: bw, Delay: 5 * time.Millisecond})
 	n.SetLink("b", "a", Link{Bandwidth: bw, Delay: 5 * time.Millisecond})
-	dial := func(from, addr string) net.Conn {
-		c, err := n.Dialer(from)(context.Background(), "tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 	rate := func(bytes int, d time.Duration) float64 { return float64(bytes) / d.Seconds() }
 
 	start := time.Now()
-	send(t, dial("a", addrB), size)
+	send(t, dial(t, n, "a", addrB), size)
 	one := rate(size, (<-doneB).Sub(start))
 
 	start = time.Now()
-	c1, c2 := dial("a", addrB), dial("a", addrB)
+	c1, c2 := dial(t, n, "a", addrB), dial(t, n, "a", addrB)
 	go send(t, c1, size)
 	go send(t, c2, size)
 	last := later(<-doneB, <-doneB)
 	shared := rate(2*size, last.Sub(start))
 
 	start = time.Now()
-	ab, ba := dial("a", addrB), dial("b", addrA)
+	ab, ba := dial(t, n, "a", addrB), dial(t, n, "b", addrA)
 	go send(t, ab, size)
 	go send(t, ba, size)
 	tAB, tBA := (<-doneB).Sub(start), (<-doneA).Sub(start)
@@ -309,32 +323,17 @@ func TestSlowPeerDoesNotHoldUplink(t *testing.T) {
 	n.SetHost("a", HostLimit{Up: up})
 	addrC, doneC := sink(t)
 	n.Register("c", addrC)
-	dial := func(addr string) net.Conn {
-		c, err := n.Dialer("a")(context.Background(), "tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 	for i := range 5 {
 		addr, _ := sink(t)
 		peer := fmt.Sprint("slow", i)
 		n.Register(peer, addr)
 		n.SetLink("a", peer, Link{Bandwidth: 200_000})
-		c := dial(addr)
-		go func() { // until the test closes it
-			buf := make([]byte, 64<<10)
-			for {
-				if _, err := c.Write(buf); err != nil {
-					return
-				}
-			}
-		}()
+		c := dial(t, n, "a", addr)
+		go flood(c)
 	}
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
-	send(t, dial(addrC), 4_000_000)
+	send(t, dial(t, n, "a", addrC), 4_000_000)
 	fast := 4_000_000 / (<-doneC).Sub(start).Seconds()
 	// The slow streams take 5 × 200 kB/s of the uplink.
 	want := 0.85 * (up - 5*200_000)
@@ -358,31 +357,16 @@ func TestSlowPeerGetsItsRate(t *testing.T) {
 	n.Register("s", addrS)
 	n.SetHost("s", HostLimit{Up: slowRate, Down: slowRate})
 	n.SetLink("a", "s", Link{Bandwidth: slowRate, Delay: 6 * time.Millisecond})
-	dial := func(addr string) net.Conn {
-		c, err := n.Dialer("a")(context.Background(), "tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 	for i := range 4 {
 		addr, _ := sink(t)
 		peer := fmt.Sprint("fast", i)
 		n.Register(peer, addr)
 		n.SetLink("a", peer, Link{Bandwidth: 1_000_000, Delay: time.Millisecond})
-		c := dial(addr)
-		go func() {
-			buf := make([]byte, 64<<10)
-			for {
-				if _, err := c.Write(buf); err != nil {
-					return
-				}
-			}
-		}()
+		c := dial(t, n, "a", addr)
+		go flood(c)
 	}
 	start := time.Now()
-	send(t, dial(addrS), 300_000)
+	send(t, dial(t, n, "a", addrS), 300_000)
 	got := 300_000 / (<-doneS).Sub(start).Seconds()
 	t.Logf("slow peer's stream: %.0f B/s (its stages allow %d)", got, slowRate)
 	if got < 0.85*slowRate || got > 1.1*slowRate {
