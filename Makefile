@@ -46,6 +46,7 @@ bench-tahoe:
 ## (installed from PyPI into a venv) behind the same emulated links
 lab: build
 	$(BIN) lab run write-read --quick --tahoe --out docs/lab/write-read
+	$(BIN) lab run write-read --quick --tahoe --tahoe-foolscap --out docs/lab/write-read-foolscap
 	$(BIN) lab run put-get-del --quick --out docs/lab/put-get-del
 	$(BIN) lab run convergence --quick --out docs/lab/convergence
 	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
