@@ -66,6 +66,9 @@ func convergenceCases(quick bool) []convCase {
 // network condition makes writes at random nodes and times each until all
 // 30 have admitted it.
 func runConvergence(ctx context.Context, env *Env) error {
+	if env.Scenario.Name != "lan" {
+		return fmt.Errorf("lab: convergence runs its own %d nodes and sweeps their links; --scenario does not apply", convergenceNodes)
+	}
 	sc := scenario.LAN(convergenceNodes)
 	work, err := env.workDir("convergence")
 	if err != nil {

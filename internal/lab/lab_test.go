@@ -156,3 +156,17 @@ func TestRunUnknown(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestConvergenceRefusesScenario: convergence makes its own network, so
+// a scenario given to it is an error, not silently ignored.
+func TestConvergenceRefusesScenario(t *testing.T) {
+	sc, err := scenario.Builtin("qmpsu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Run(context.Background(), "convergence", &Env{Scenario: sc, Out: t.TempDir(), Work: t.TempDir()})
+	if err == nil {
+		t.Fatal("convergence ran on qmpsu")
+	}
+	t.Log(err)
+}
