@@ -175,9 +175,14 @@ func (c *Client) GetShare(ctx context.Context, node string, key sharestore.Key, 
 	return resp.Body, nil
 }
 
-// ListShares returns the shares a node holds of one object.
-func (c *Client) ListShares(ctx context.Context, node string, si [16]byte) ([]ShareInfo, error) {
-	resp, err := c.do(ctx, "GET", node, "/v1/shares/"+siHex(si), nil, nil)
+// ListShares returns the shares a node holds of one object; with
+// trailers, each with its trailer where the node could read it.
+func (c *Client) ListShares(ctx context.Context, node string, si [16]byte, trailers bool) ([]ShareInfo, error) {
+	path := "/v1/shares/" + siHex(si)
+	if trailers {
+		path += "?trailers=1"
+	}
+	resp, err := c.do(ctx, "GET", node, path, nil, nil)
 	if err != nil {
 		return nil, err
 	}

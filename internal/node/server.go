@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/identity"
+	"github.com/quilt-grid/quilt/internal/sharefile"
 	"github.com/quilt-grid/quilt/internal/sharestore"
 )
 
@@ -93,11 +95,47 @@ func (n *Node) listShares(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	withTrailers := r.URL.Query().Get("trailers") == "1"
 	out := []ShareInfo{}
 	for _, i := range infos {
-		out = append(out, shareInfo(i))
+		si := shareInfo(i)
+		if withTrailers {
+			si.Trailer = n.trailer(r.Context(), i.Key)
+		}
+		out = append(out, si)
 	}
 	writeJSON(w, 200, out)
+}
+
+// maxListedTrailer bounds a trailer sent in a share list (that of a
+// 32 GiB object in 1 MiB segments); a larger one is read separately.
+const maxListedTrailer = 1 << 20
+
+// trailer reads a share's trailer, or nil if it cannot (the reader then
+// asks for it separately, and finds out why).
+func (n *Node) trailer(ctx context.Context, key sharestore.Key) []byte {
+	s, err := n.store.Open(ctx, key)
+	if err != nil {
+		return nil
+	}
+	defer s.Close()
+	size := s.Info().Size
+	if size < 8 {
+		return nil
+	}
+	var tail [8]byte
+	if _, err := s.ReadAt(tail[:], size-8); err != nil {
+		return nil
+	}
+	l, err := sharefile.TrailerLenFromTail(tail[:])
+	if err != nil || l <= 0 || l > maxListedTrailer || int64(l) > size {
+		return nil
+	}
+	b := make([]byte, l)
+	if _, err := s.ReadAt(b, size-int64(l)); err != nil {
+		return nil
+	}
+	return b
 }
 
 func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {

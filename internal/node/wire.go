@@ -97,6 +97,10 @@ type ShareInfo struct {
 	Share int    `json:"share"`
 	Size  int64  `json:"size"`
 	Root  string `json:"root"` // hex
+	// Trailer is the share's trailer (its hashes), when asked for with
+	// ListShares(..., true); a reader checks it against its capability
+	// and so needs no second round trip for it.
+	Trailer []byte `json:"trailer,omitempty"`
 }
 
 func shareInfo(i sharestore.Info) ShareInfo {

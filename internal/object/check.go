@@ -41,7 +41,7 @@ func (r *CheckReport) Readable() bool { return r.Good >= r.Needed }
 // trailer against the capability; with verify, it also reads every block
 // and checks it against the hash tree (as Tahoe's check --verify).
 func (c *Client) Check(ctx context.Context, vc codec.VerifyCap, verify bool) (*CheckReport, error) {
-	f, err := c.locate(ctx, vc.SI)
+	f, err := c.locate(ctx, vc.SI, false)
 	if err != nil {
 		return nil, err
 	}

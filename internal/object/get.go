@@ -157,7 +157,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	f, err := c.locate(ctx, vc.SI)
+	f, err := c.locate(ctx, vc.SI, true)
 	if err != nil {
 		return nil, err
 	}

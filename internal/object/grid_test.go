@@ -346,3 +346,48 @@ func TestGridBadCapability(t *testing.T) {
 		t.Fatalf("wrong root: %v, %d bytes out", err, out.Len())
 	}
 }
+
+// A node sends each share's trailer with its share list when asked, byte
+// for byte the share's tail, so a read checks it without a second round
+// trip; without asking, none is sent.
+func TestListTrailers(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 10})
+	c := g.Objects(object.Options{})
+	rc, rep := put(t, c, 4, 3<<20+17, codec.DefaultParams(), 7)
+	ng := object.NodeGrid{Client: g.NodeClient()}
+	if _, err := ng.Nodes(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l := rc.Verify().Layout()
+	for _, s := range rep.Shares {
+		tr, err := ng.ListTrailers(context.Background(), s.Node, rc.Verify().SI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := tr[s.Share]
+		if !ok || len(got) != l.TrailerLen() {
+			t.Fatalf("share %d on %.8s: trailer of %d bytes listed, want %d", s.Share, s.Node, len(got), l.TrailerLen())
+		}
+		rd, err := ng.GetShare(context.Background(), s.Node, sharestore.Key{SI: rc.Verify().SI, Share: s.Share}, l.TrailerOffset(), int64(l.TrailerLen()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := io.ReadAll(rd)
+		rd.Close()
+		if !bytes.Equal(got, want) {
+			t.Fatalf("share %d: listed trailer differs from the share's tail", s.Share)
+		}
+		if _, err := rc.Verify().CheckTrailer(s.Share, got); err != nil {
+			t.Fatalf("share %d: listed trailer does not check: %v", s.Share, err)
+		}
+	}
+	infos, err := ng.Client.ListShares(context.Background(), rep.Shares[0].Node, rc.Verify().SI, false)
+	if err != nil || len(infos) == 0 {
+		t.Fatalf("plain list: %v %v", infos, err)
+	}
+	for _, in := range infos {
+		if in.Trailer != nil {
+			t.Error("a trailer was sent without being asked for")
+		}
+	}
+}

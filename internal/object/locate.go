@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -30,18 +31,36 @@ type found struct {
 	asked    int
 	answered int
 	problems []Problem
+	// With trailers: what each node sent of each share, and how long
+	// the node took to answer.
+	trailers map[heldShare][]byte
+	latency  map[string]time.Duration
+}
+
+// heldShare is one share on one node.
+type heldShare struct {
+	share int
+	node  string
 }
 
 // locate asks the live nodes, best-ranked first, which shares of the
-// object they hold.
-func (c *Client) locate(ctx context.Context, si sharefile.SI) (*found, error) {
+// object they hold; with trailers (and a TrailerGrid), also for their
+// trailers, in the same request.
+func (c *Client) locate(ctx context.Context, si sharefile.SI, trailers bool) (*found, error) {
+	tg, _ := c.grid.(TrailerGrid)
+	if !trailers {
+		tg = nil
+	}
 	nodes, err := c.grid.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ranked := placement.Rank(si[:], placementNodes(nodes))
-	f := &found{holders: map[int][]string{}, asked: len(ranked)}
+	f := &found{holders: map[int][]string{}, asked: len(ranked),
+		trailers: map[heldShare][]byte{}, latency: map[string]time.Duration{}}
 	lists := make([][]int, len(ranked))
+	tails := make([]map[int][]byte, len(ranked))
+	took := make([]time.Duration, len(ranked))
 	errs := make([]error, len(ranked))
 	var wg sync.WaitGroup
 	for i, n := range ranked {
@@ -50,7 +69,17 @@ func (c *Client) locate(ctx context.Context, si sharefile.SI) (*found, error) {
 			defer wg.Done()
 			lctx, cancel := context.WithTimeout(ctx, c.opt.Stall)
 			defer cancel()
-			lists[i], errs[i] = c.grid.ListShares(lctx, n.ID, si)
+			start := time.Now()
+			if tg == nil {
+				lists[i], errs[i] = c.grid.ListShares(lctx, n.ID, si)
+				return
+			}
+			tails[i], errs[i] = tg.ListTrailers(lctx, n.ID, si)
+			took[i] = time.Since(start)
+			for sh := range tails[i] {
+				lists[i] = append(lists[i], sh)
+			}
+			slices.Sort(lists[i])
 		}()
 	}
 	wg.Wait()
@@ -60,11 +89,27 @@ func (c *Client) locate(ctx context.Context, si sharefile.SI) (*found, error) {
 			continue
 		}
 		f.answered++
+		f.latency[n.ID] = took[i]
 		for _, sh := range lists[i] {
 			f.holders[sh] = append(f.holders[sh], n.ID)
+			if b := tails[i][sh]; b != nil {
+				f.trailers[heldShare{sh, n.ID}] = b
+			}
 		}
 	}
 	return f, ctx.Err()
+}
+
+// checkedSource checks a trailer a node sent with its share list.
+func checkedSource(vc codec.VerifyCap, share int, node string, b []byte, latency time.Duration) (*source, error) {
+	if len(b) != vc.Layout().TrailerLen() {
+		return nil, fmt.Errorf("%w: trailer of %d bytes, want %d", sharefile.ErrCorrupt, len(b), vc.Layout().TrailerLen())
+	}
+	t, err := vc.CheckTrailer(share, b)
+	if err != nil {
+		return nil, err
+	}
+	return &source{share: share, node: node, hashes: t.BlockHashes, roots: t.ShareRoots, latency: latency}, nil
 }
 
 // trailer fetches and checks one share's trailer from one node.
@@ -104,7 +149,13 @@ func (c *Client) sources(ctx context.Context, vc codec.VerifyCap, f *found) ([]*
 		go func() {
 			defer wg.Done()
 			for _, n := range nodes {
-				s, err := c.trailer(ctx, vc, share, n)
+				var s *source
+				var err error
+				if b, ok := f.trailers[heldShare{share, n}]; ok {
+					s, err = checkedSource(vc, share, n, b, f.latency[n])
+				} else {
+					s, err = c.trailer(ctx, vc, share, n)
+				}
 				mu.Lock()
 				if err != nil {
 					problems = append(problems, Problem{Share: share, Node: n, Err: err})

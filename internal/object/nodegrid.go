@@ -55,13 +55,28 @@ func (g NodeGrid) GetShare(ctx context.Context, n string, key sharestore.Key, of
 
 // ListShares implements Grid.
 func (g NodeGrid) ListShares(ctx context.Context, n string, si sharefile.SI) ([]int, error) {
-	infos, err := g.Client.ListShares(ctx, n, si)
+	infos, err := g.Client.ListShares(ctx, n, si, false)
 	out := make([]int, len(infos))
 	for i, in := range infos {
 		out[i] = in.Share
 	}
 	return out, err
 }
+
+// ListTrailers implements TrailerGrid.
+func (g NodeGrid) ListTrailers(ctx context.Context, n string, si sharefile.SI) (map[int][]byte, error) {
+	infos, err := g.Client.ListShares(ctx, n, si, true)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int][]byte, len(infos))
+	for _, in := range infos {
+		out[in.Share] = in.Trailer
+	}
+	return out, nil
+}
+
+var _ TrailerGrid = NodeGrid{}
 
 // DeleteShare implements Grid.
 func (g NodeGrid) DeleteShare(ctx context.Context, n string, key sharestore.Key, secret []byte) error {

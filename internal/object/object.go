@@ -61,6 +61,16 @@ type Grid interface {
 	DeleteShare(ctx context.Context, node string, key sharestore.Key, secret []byte) error
 }
 
+// TrailerGrid is a Grid that can send, with a node's list of an object's
+// shares, their trailers (the hashes a reader checks blocks against), so a
+// read needs no second round trip to each holder. NodeGrid is one.
+type TrailerGrid interface {
+	Grid
+	// ListTrailers returns the shares a node holds of an object, each
+	// with its trailer (nil where the node could not read it).
+	ListTrailers(ctx context.Context, node string, si sharefile.SI) (map[int][]byte, error)
+}
+
 // Options tune a Client. Zero values are the defaults.
 type Options struct {
 	// LeaseSecret returns the delete secret for an object's shares. The
