@@ -171,11 +171,9 @@ func runWriteRead(ctx context.Context, env *Env) error {
 				if err != nil {
 					return 0, err
 				}
-				rep, err := oc.Get(ctx, rc, w, 0, -1)
-				if err != nil {
+				if _, err := oc.Get(ctx, rc, w, 0, -1); err != nil {
 					return 0, err
 				}
-				_ = rep
 				return rc.Size, nil
 			},
 		}}
