@@ -26,6 +26,7 @@ type reader struct {
 	ctx      context.Context
 	active   []*blockStream
 	spares   []*source
+	slow     []*source // sources swapped out for being slow: a last resort
 	problems []Problem
 	to       int64
 	// slowest is the index in active of the stream the last segments
@@ -78,6 +79,9 @@ func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 			bs.close()
 			r.problems = append(r.problems, Problem{Share: bs.src.share, Node: bs.src.node, Err: err})
 			r.c.log.Warn("share failed during read, trying another", "share", bs.src.share, "node", bs.src.node, "err", err)
+			if len(r.spares) == 0 { // slow beats nothing
+				r.spares, r.slow = r.slow, nil
+			}
 			if len(r.spares) == 0 {
 				return nil, fmt.Errorf("%w: segment %d: ran out of good shares (last problem: %v)", ErrUnavailable, seg, err)
 			}
@@ -92,8 +96,8 @@ func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 
 // noteArrivals finds the stream whose block of segment seg came last
 // and, if it was late enough (see slowSwap) and a spare is left,
-// replaces it for the segments after seg; the replaced source becomes the
-// last spare, in case the others fail. Blocks already fetched are kept,
+// replaces it for the segments after seg; the replaced source is kept as
+// a last resort, used only if every spare fails. Blocks already fetched are kept,
 // so a swap costs at most one request's set-up.
 func (r *reader) noteArrivals(seg int64, arrivals []time.Time) {
 	if len(arrivals) < 2 {
@@ -112,7 +116,9 @@ func (r *reader) noteArrivals(seg int64, arrivals []time.Time) {
 		}
 	}
 	late := arrivals[worst].Sub(next)
-	if late < slowWait {
+	// A stream opened for this segment started late (its request was
+	// made when the others had blocks in hand): not judged yet.
+	if late < slowWait || r.active[worst].from == seg {
 		r.slowest, r.slowRun = -1, 0
 		return
 	}
@@ -127,7 +133,8 @@ func (r *reader) noteArrivals(seg int64, arrivals []time.Time) {
 	old := r.active[worst]
 	old.close()
 	r.active[worst] = r.c.openStream(r.ctx, r.vc, r.spares[0], seg+1, r.to)
-	r.spares = append(r.spares[1:], old.src)
+	r.spares = r.spares[1:]
+	r.slow = append(r.slow, old.src)
 	r.swaps++
 	r.slowest, r.slowRun = -1, 0
 	r.c.log.Debug("read: replacing the slowest share stream", "share", old.src.share, "node", old.src.node, "by", r.active[worst].src.node, "late", late, "segment", seg+1)

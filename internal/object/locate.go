@@ -192,6 +192,7 @@ func unavailable(vc codec.VerifyCap, f *found, good int, problems []Problem) err
 // in one request, verifying each block against the trusted hashes.
 type blockStream struct {
 	src    *source
+	from   int64 // the first segment it reads
 	blocks chan arrived
 	err    error // valid once blocks is closed
 	cancel context.CancelFunc
@@ -199,7 +200,7 @@ type blockStream struct {
 
 func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source, from, to int64) *blockStream {
 	ctx, cancel := context.WithCancel(ctx)
-	bs := &blockStream{src: src, blocks: make(chan arrived, 4), cancel: cancel}
+	bs := &blockStream{src: src, from: from, blocks: make(chan arrived, 4), cancel: cancel}
 	l := vc.Layout()
 	go func() {
 		defer close(bs.blocks)
