@@ -49,8 +49,8 @@ type Env struct {
 	// TahoeFoolscap runs that Tahoe-LAFS on Foolscap, as the paper's
 	// did, rather than 1.20's HTTPS storage protocol.
 	TahoeFoolscap bool
-	// Scale multiplies parallel-transfers' file sizes (default 1; the
-	// paper's sizes go to 1 GB).
+	// Scale multiplies parallel-transfers' file sizes (the paper's go to
+	// 1 GB); 0 means 1, or 0.01 with Quick.
 	Scale float64
 }
 
@@ -95,9 +95,6 @@ func Run(ctx context.Context, name string, env *Env) error {
 			return err
 		}
 		env.Scenario = sc
-	}
-	if env.Scale == 0 {
-		env.Scale = 1
 	}
 	for _, d := range []string{env.Out, env.Work} {
 		if d == "" {

@@ -44,8 +44,13 @@ func runParallel(ctx context.Context, env *Env) error {
 		return fmt.Errorf("lab: parallel-transfers needs a client or gateway node in scenario %s", sc.Name)
 	}
 	scale := env.Scale
-	if env.Quick && scale == 1 {
+	switch {
+	case scale == 0 && env.Quick:
 		scale = 0.01
+	case scale == 0:
+		scale = 1
+	case scale < 0:
+		return fmt.Errorf("lab: --scale %g: must be above 0", scale)
 	}
 	var sizes []int64
 	for _, s := range parallelSizes {
