@@ -85,7 +85,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+	stopProfile := startProfile()
+	err := cmd.run(ctx, os.Args[2:])
+	stopProfile()
+	if err != nil {
 		if errors.Is(err, errUsage) {
 			os.Exit(2)
 		}

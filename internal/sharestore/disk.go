@@ -34,6 +34,8 @@ const recordSize = 128
 // An upload is written to DIR/tmp, checked, fsynced and renamed into
 // place, and the directory is fsynced, so a share is either absent or
 // whole and durable. Leftovers in DIR/tmp from a crash are removed on open.
+// Where the file system allows it, share bytes are written with O_DIRECT
+// (see directWriter), past the page cache.
 type Disk struct {
 	dir    string
 	noSync bool
@@ -143,9 +145,6 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 		}
 	}()
 	rec := make([]byte, recordSize)
-	if _, err := f.Write(rec); err != nil {
-		return Info{}, err
-	}
 	if size > 0 {
 		// Best effort: allocating the whole file at once is cheaper than
 		// block by block, and fails early on a full disk.
@@ -153,13 +152,36 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 			return Info{}, err
 		}
 	}
-	var w io.Writer = f
-	if !d.noSync {
-		w = &flusher{f: f, off: recordSize}
+	// The record is written first as zeros, and for real once the share
+	// is checked.
+	var w io.Writer
+	dw := openDirect(f, tmpPath)
+	switch {
+	case dw != nil:
+		defer func() {
+			if dw != nil {
+				unix.Close(dw.fd)
+			}
+		}()
+		w = dw
+	case d.noSync:
+		w = f
+	default:
+		w = &flusher{f: f}
+	}
+	if _, err := w.Write(rec); err != nil {
+		return Info{}, err
 	}
 	c, n, err := receive(ctx, key, w, r, size, &d.space)
 	if err != nil {
 		return Info{}, err
+	}
+	if dw != nil {
+		err := dw.Close()
+		dw = nil
+		if err != nil {
+			return Info{}, err
+		}
 	}
 	si, err := finish(c, io.NewSectionReader(f, recordSize, n), n)
 	if err != nil {
