@@ -177,7 +177,14 @@ func (n *Node) getShare(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Quilt-Root", fmt.Sprintf("%x", info.Root[:]))
 	// ServeContent answers Range requests with exactly the bytes asked.
-	http.ServeContent(w, r, "", info.Created, io.NewSectionReader(s, 0, info.Size))
+	var content io.ReadSeeker = io.NewSectionReader(s, 0, info.Size)
+	if sq, ok := s.(sharestore.Sequential); ok {
+		if rd := sq.SequentialReader(); rd != nil {
+			defer rd.Close()
+			content = rd
+		}
+	}
+	http.ServeContent(w, r, "", info.Created, content)
 }
 
 func (n *Node) deleteShare(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package sharestore
 
 import (
 	"bytes"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -68,5 +69,62 @@ func TestDirectWriter(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("size %d: file of %d bytes differs from what was written", size, len(got))
 		}
+	}
+}
+
+// TestDirectReader reads shares of sizes around the alignment and chunk
+// boundaries through SequentialReader, whole and from random offsets
+// after seeks, and compares every byte with what the file holds.
+func TestDirectReader(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, size := range []int{1, directAlign - recordSize, directAlign - recordSize + 1, directAlign,
+		128<<10 - recordSize, 128 << 10, directBuf, 5*directBuf + 4321} {
+		path := filepath.Join(dir, "s")
+		file := make([]byte, recordSize+size)
+		for i := range file {
+			file[i] = byte(rng.Uint32())
+		}
+		if err := os.WriteFile(path, file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &diskShare{f: f, info: Info{Size: int64(size)}}
+		rd := s.SequentialReader()
+		if rd == nil {
+			t.Skip("O_DIRECT refused here (see TestDirectWriter)")
+		}
+		want := file[recordSize:]
+		got, err := io.ReadAll(rd)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("size %d: whole read: %d bytes, %v; equal %v", size, len(got), err, bytes.Equal(got, want))
+		}
+		for range 20 {
+			off := rng.IntN(size)
+			n := 1 + rng.IntN(size-off)
+			if _, err := rd.Seek(int64(off), io.SeekStart); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, n)
+			if _, err := io.ReadFull(rd, got); err != nil {
+				t.Fatalf("size %d: read %d at %d: %v", size, n, off, err)
+			}
+			if !bytes.Equal(got, want[off:off+n]) {
+				t.Fatalf("size %d: %d bytes at %d differ", size, n, off)
+			}
+		}
+		if _, err := rd.Seek(0, io.SeekEnd); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := rd.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Fatalf("size %d: read at the end = %d, %v, want EOF", size, n, err)
+		}
+		if err := rd.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
 	}
 }
