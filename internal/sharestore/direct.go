@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"unsafe"
 
@@ -64,6 +63,21 @@ func (w *directWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// Free returns the unfilled rest of the buffer, for a caller to read
+// into directly instead of handing bytes to Write; Filled says how much
+// of it was filled.
+func (w *directWriter) Free() []byte { return w.buf[w.n:] }
+
+// Filled records that the first m bytes of Free were filled, writing the
+// buffer out once full.
+func (w *directWriter) Filled(m int) error {
+	w.n += m
+	if w.n == len(w.buf) {
+		return w.flush(w.n)
+	}
+	return nil
 }
 
 // flush writes the first m bytes of buf (m a multiple of directAlign) at
@@ -135,17 +149,27 @@ func (s *diskShare) SequentialReader() io.ReadSeekCloser {
 	return r
 }
 
-// bufPool holds aligned directBuf-sized buffers for direct I/O.
-var bufPool sync.Pool
+// freeBufs keeps up to 16 aligned directBuf-sized buffers for direct
+// I/O between uses. Not a sync.Pool: that is emptied at every garbage
+// collection, and a new buffer is fresh memory the kernel (and, on a
+// virtual machine, the host) must supply page by page.
+var freeBufs = make(chan []byte, 16)
 
 func getBuf() []byte {
-	if b, ok := bufPool.Get().(*[]byte); ok {
-		return *b
+	select {
+	case b := <-freeBufs:
+		return b
+	default:
+		return alignedBuf(directBuf)
 	}
-	return alignedBuf(directBuf)
 }
 
-func putBuf(b []byte) { bufPool.Put(&b) }
+func putBuf(b []byte) {
+	select {
+	case freeBufs <- b:
+	default:
+	}
+}
 
 // alignedBuf returns n bytes starting at a directAlign boundary.
 func alignedBuf(n int) []byte {

@@ -201,9 +201,22 @@ func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, size int64,
 		}
 		reserved = size
 	}
-	buf := make([]byte, 256<<10)
+	// A writer with a buffer of its own (directWriter) is read into
+	// directly, saving a copy of every byte.
+	fw, direct := w.(interface {
+		Free() []byte
+		Filled(int) error
+	})
+	var own []byte
+	if !direct {
+		own = make([]byte, 256<<10)
+	}
 	src := ctxReader{ctx, r}
 	for {
+		buf := own
+		if direct {
+			buf = fw.Free()
+		}
 		// Fill the buffer: a TLS body yields ~16 KiB a read, and a write
 		// syscall and reservation per record would cost more than the copy.
 		m, rerr := io.ReadFull(src, buf)
@@ -226,7 +239,11 @@ func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, size int64,
 			if h, ok := c.Header(); ok && (h.SI != key.SI || h.Share != key.Share) {
 				return nil, reserved, fmt.Errorf("%w: share header says %x/%d, uploaded as %s", ErrCorrupt, h.SI[:], h.Share, key)
 			}
-			if _, err := w.Write(buf[:m]); err != nil {
+			if direct {
+				if err := fw.Filled(m); err != nil {
+					return nil, reserved, err
+				}
+			} else if _, err := w.Write(buf[:m]); err != nil {
 				return nil, reserved, err
 			}
 		}
