@@ -27,8 +27,8 @@ const maxGossip = 1100
 type ReplicaConfig struct {
 	DB *DB
 	// SyncInterval is how often anti-entropy runs with one random peer;
-	// default 5 s (it runs sooner when gossip brings an entry whose
-	// references are missing).
+	// default 5 s. It runs sooner when gossip brought an entry whose
+	// references are still missing a fifth of it later.
 	SyncInterval time.Duration
 	// RetransmitMult scales how many times each broadcast is sent
 	// (memberlist's: mult × log(nodes+1)); default 4.
@@ -60,6 +60,11 @@ type Replica struct {
 	in    chan []byte
 	kick  chan struct{}
 	nodes atomic.Int64
+
+	missMu   sync.Mutex
+	missing  map[dag.NSID]map[dag.Hash]bool // reported missing since the last look
+	nMissing int
+	overflow bool
 
 	mu    sync.Mutex
 	peers func() []Peer
@@ -150,20 +155,38 @@ func (r *Replica) Append(ns dag.NSID, raws [][]byte, fromSync bool) (Result, err
 	if err != nil {
 		return res, err
 	}
-	r.account(res)
+	r.account(ns, res)
 	if !fromSync {
 		r.broadcast(ns, res.Admitted)
 	}
 	return res, nil
 }
 
-func (r *Replica) account(res Result) {
+func (r *Replica) account(ns dag.NSID, res Result) {
 	r.admitted.Add(int64(len(res.Admitted)))
 	r.rejected.Add(int64(len(res.Rejected)))
 	for _, err := range res.Rejected {
 		r.log.Debug("record refused", "err", err)
 	}
 	if len(res.Missing) > 0 {
+		r.missMu.Lock()
+		if r.missing == nil {
+			r.missing = map[dag.NSID]map[dag.Hash]bool{}
+		}
+		m := r.missing[ns]
+		if m == nil {
+			m = map[dag.Hash]bool{}
+			r.missing[ns] = m
+		}
+		for _, h := range res.Missing {
+			if r.nMissing < maxMissing && !m[h] {
+				m[h] = true
+				r.nMissing++
+			} else if r.nMissing >= maxMissing {
+				r.overflow = true
+			}
+		}
+		r.missMu.Unlock()
 		select {
 		case r.kick <- struct{}{}:
 		default:
@@ -247,8 +270,24 @@ func (r *Replica) antiEntropy() {
 			t.Stop()
 			return
 		case <-t.C:
+			r.stillMissing() // a sync is due anyway: forget what was
 		case <-r.kick:
 			t.Stop()
+			// Records gossiped one by one arrive in any order: an entry
+			// often comes a moment before its blocks. Sync only if
+			// something reported missing is still absent after a
+			// while; under a stream of writes, syncing at every such
+			// moment costs more than the writes.
+			g := time.NewTimer(r.cfg.SyncInterval / 5)
+			select {
+			case <-r.stop:
+				g.Stop()
+				return
+			case <-g.C:
+			}
+			if !r.stillMissing() {
+				continue
+			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -263,6 +302,32 @@ func (r *Replica) antiEntropy() {
 		close(done)
 		cancel()
 	}
+}
+
+// maxMissing bounds the references a replica remembers as missing
+// between syncs; past it, the next kick syncs without looking.
+const maxMissing = 4096
+
+// stillMissing reports whether any reference reported missing since the
+// last call is still absent, and forgets them all.
+func (r *Replica) stillMissing() bool {
+	r.missMu.Lock()
+	missing, overflow := r.missing, r.overflow
+	r.missing, r.nMissing, r.overflow = nil, 0, false
+	r.missMu.Unlock()
+	if overflow {
+		return true
+	}
+	for ns, m := range missing {
+		hs := make([]dag.Hash, 0, len(m))
+		for h := range m {
+			hs = append(hs, h)
+		}
+		if len(r.db.Get(ns, hs)) < len(hs) {
+			return true
+		}
+	}
+	return false
 }
 
 // SyncOnce runs anti-entropy with one random peer for every namespace

@@ -1,0 +1,98 @@
+package namespace
+
+import (
+	"bytes"
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/dag"
+)
+
+// countingPeer is a replica's peer that counts the syncs started with it.
+type countingPeer struct {
+	Peer
+	syncs atomic.Int64
+}
+
+func (p *countingPeer) Namespaces(ctx context.Context) ([]dag.NSID, error) {
+	p.syncs.Add(1)
+	return p.Peer.Namespaces(ctx)
+}
+
+// TestSyncOnlyForWhatStaysMissing: an entry that arrives before its
+// blocks, which follow a moment later (gossip's usual disorder), starts
+// no anti-entropy; one whose blocks do not follow does, and the sync
+// brings them.
+func TestSyncOnlyForWhatStaysMissing(t *testing.T) {
+	ns, priv, _ := dag.NewNamespace()
+	key, _ := dag.NewReadKey()
+	w := &dag.Writer{NS: ns, Key: priv, Read: key}
+	root := w.Root()
+	a, b := openDB(t, t.TempDir()), openDB(t, t.TempDir())
+	defer a.Close()
+	defer b.Close()
+	for _, d := range []*DB{a, b} {
+		if err := d.Open(ns, &key, dag.ConfigRules); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Ingest(ns, [][]byte{root.Encode()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peer := &countingPeer{Peer: b.AsPeer()}
+	// Timed syncs come 2.5-7.5 s apart; a kick waits 1 s.
+	rep := NewReplica(ReplicaConfig{DB: a, SyncInterval: 5 * time.Second})
+	rep.Start(func() []Peer { return []Peer{peer} })
+	defer rep.Close()
+
+	encode := func(name string) (entry []byte, blocks [][]byte) {
+		e, bl := w.File(root.Hash(), nil, name, bytes.Repeat([]byte(name+" "), 2000)) // big enough for blocks
+		for _, x := range bl {
+			blocks = append(blocks, x.Encode())
+		}
+		return e.Encode(), blocks
+	}
+	// The entry first, its blocks 50 ms later.
+	e1, bl1 := encode("one")
+	if res, err := rep.Append(ns, [][]byte{e1}, true); err != nil || len(res.Missing) == 0 {
+		t.Fatalf("entry alone: %v, missing %v (want its blocks missing)", err, res.Missing)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := rep.Append(ns, bl1, true); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if n := peer.syncs.Load(); n != 0 {
+		t.Fatalf("%d syncs for an entry whose blocks came by themselves", n)
+	}
+	// An entry whose blocks only the peer has.
+	e2, bl2 := encode("two")
+	if _, err := b.Ingest(ns, append([][]byte{e2}, bl2...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rep.Append(ns, [][]byte{e2}, true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	have := func() bool { return len(a.Get(ns, blockHashes(bl2))) == len(bl2) }
+	for !have() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !have() || peer.syncs.Load() == 0 {
+		t.Fatalf("after 5 s: blocks here %v, %d syncs", have(), peer.syncs.Load())
+	}
+	if _, err := a.Stat(ns, "/two"); err != nil {
+		t.Fatalf("the synced entry: %v", err)
+	}
+}
+
+func blockHashes(raws [][]byte) []dag.Hash {
+	var out []dag.Hash
+	for _, raw := range raws {
+		r, _ := dag.Decode(raw)
+		out = append(out, r.Hash)
+	}
+	return out
+}
