@@ -18,6 +18,8 @@ import (
 	"io"
 	"log"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +36,9 @@ func main() {
 	label := flag.String("label", "s3", "name of the system, for the table")
 	budget := flag.Duration("time", 20*time.Second, "time budget of each case")
 	quick := flag.Bool("quick", false, "skip 128 MiB")
+	only := flag.String("only", "", "run only these cases, comma-separated, of 1M, 16M, 128M, 4K (default: all)")
 	flag.Parse()
+	want := func(c string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), c) }
 	c := s3.New(s3.Options{BaseEndpoint: endpoint, Region: "us-east-1", UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(*key, *secret, "")})
 	ctx := context.Background()
@@ -52,12 +56,18 @@ func main() {
 		sizes = sizes[:2]
 	}
 	for _, size := range sizes {
+		if !want(fmt.Sprintf("%dM", size>>20)) {
+			continue
+		}
 		for _, conc := range []int{1, 8} {
 			count := max(conc, min(64, int(256<<20/size)*conc/2))
 			put, get := run(ctx, c, bucket, data[:size], conc, count, *budget)
 			mb := float64(size) / 1e6
 			fmt.Printf("| %s | %d MiB | %d | %.1f MB/s | %.1f MB/s |\n", *label, size>>20, conc, put*mb, get*mb)
 		}
+	}
+	if !want("4K") {
+		return
 	}
 	put, get := run(ctx, c, bucket, data[:4096], 8, 4000, *budget)
 	fmt.Printf("| %s | 4 KiB | 8 | %.0f ops/s | %.0f ops/s |\n", *label, put, get)

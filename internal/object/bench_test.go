@@ -15,7 +15,7 @@ import (
 func BenchmarkGrid(b *testing.B) {
 	g := testgrid.New(b, testgrid.Options{Nodes: 10})
 	c := g.Objects(object.Options{})
-	for _, size := range []int64{16 << 20, 64 << 20} {
+	for _, size := range []int64{1 << 20, 16 << 20, 64 << 20} {
 		var rc codec.ReadCap
 		b.Run("put/"+human(size), func(b *testing.B) {
 			b.SetBytes(size)
@@ -39,5 +39,5 @@ func BenchmarkGrid(b *testing.B) {
 }
 
 func human(n int64) string {
-	return map[int64]string{16 << 20: "16MiB", 64 << 20: "64MiB"}[n]
+	return map[int64]string{1 << 20: "1MiB", 16 << 20: "16MiB", 64 << 20: "64MiB"}[n]
 }

@@ -31,11 +31,12 @@ const directBuf = 1 << 20
 // descriptor. Close writes the tail that does not fill an aligned block
 // through that ordinary descriptor (buffered).
 type directWriter struct {
-	f   *os.File // ordinary descriptor, for the unaligned tail
-	fd  int      // O_DIRECT descriptor of the same file
-	buf []byte   // aligned, directBuf long
-	n   int      // bytes in buf
-	off int64    // file offset of buf[0]
+	f    *os.File // ordinary descriptor, for the unaligned tail
+	fd   int      // O_DIRECT descriptor of the same file
+	buf  []byte   // aligned, directBuf long
+	n    int      // bytes in buf
+	off  int64    // file offset of buf[0]
+	head []byte   // the file's first directAlign bytes, written last (see WriteHead)
 }
 
 // openDirect opens path a second time with O_DIRECT for writing, or
@@ -81,24 +82,85 @@ func (w *directWriter) Filled(m int) error {
 }
 
 // flush writes the first m bytes of buf (m a multiple of directAlign) at
-// w.off and moves what follows them to the front.
+// w.off and moves what follows them to the front. The file's first block
+// is kept back, for WriteHead.
 func (w *directWriter) flush(m int) error {
-	for done := 0; done < m; {
-		k, err := unix.Pwrite(w.fd, w.buf[done:m], w.off+int64(done))
+	done := 0
+	if w.off == 0 && w.head == nil {
+		w.head = alignedBuf(directAlign)
+		copy(w.head, w.buf[:directAlign])
+		done = directAlign
+	}
+	if err := w.pwrite(w.buf[done:m], w.off+int64(done)); err != nil {
+		return err
+	}
+	w.off += int64(m)
+	w.n = copy(w.buf, w.buf[m:w.n])
+	return nil
+}
+
+// pwrite writes b (aligned) at offset at with O_DIRECT.
+func (w *directWriter) pwrite(b []byte, at int64) error {
+	for done := 0; done < len(b); {
+		k, err := unix.Pwrite(w.fd, b[done:], at+int64(done))
 		if err != nil {
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
 			return &os.PathError{Op: "write", Path: w.f.Name(), Err: err}
 		}
-		if k == 0 || k%directAlign != 0 && done+k < m {
+		if k == 0 || k%directAlign != 0 && done+k < len(b) {
 			return &os.PathError{Op: "write", Path: w.f.Name(), Err: syscall.EIO}
 		}
 		done += k
 	}
-	w.off += int64(m)
-	w.n = copy(w.buf, w.buf[m:w.n])
 	return nil
+}
+
+// WriteHead replaces the file's first len(rec) bytes (at most a block),
+// which Write was given as a placeholder. The first block is still in
+// memory, so this costs no read of it back from the disk.
+func (w *directWriter) WriteHead(rec []byte) error {
+	switch {
+	case w.head != nil:
+		copy(w.head, rec)
+	case w.off == 0 && w.n >= len(rec):
+		copy(w.buf, rec)
+	default:
+		_, err := w.f.WriteAt(rec, 0)
+		return err
+	}
+	return nil
+}
+
+// ReadAt reads what was written so far, from memory where it still is
+// (the kept first block, the buffer) and from the file for the rest.
+func (w *directWriter) ReadAt(p []byte, off int64) (int, error) {
+	end := w.off + int64(w.n)
+	total := 0
+	for len(p) > 0 {
+		if off >= end {
+			return total, io.EOF
+		}
+		var k int
+		switch {
+		case w.head != nil && off < directAlign:
+			k = copy(p, w.head[off:])
+		case off >= w.off:
+			k = copy(p, w.buf[off-w.off:w.n])
+		default:
+			q := p[:min(int64(len(p)), w.off-off)]
+			n, err := w.f.ReadAt(q, off)
+			if n < len(q) {
+				return total + n, errors.Join(err, io.ErrUnexpectedEOF)
+			}
+			k = n
+		}
+		total += k
+		p = p[k:]
+		off += int64(k)
+	}
+	return total, nil
 }
 
 // Close writes what is left, the aligned part directly and the rest
@@ -121,6 +183,9 @@ func (w *directWriter) Close() error {
 		}
 		w.off += int64(w.n)
 		w.n = 0
+	}
+	if w.head != nil {
+		return w.pwrite(w.head, 0)
 	}
 	return nil
 }

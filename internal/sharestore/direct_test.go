@@ -12,8 +12,8 @@ import (
 )
 
 // TestDirectWriter writes files of sizes around the alignment and buffer
-// boundaries in pieces of random sizes and checks every byte, and that the
-// record written afterwards through the ordinary descriptor lands.
+// boundaries in pieces of random sizes and checks every byte: read back
+// before Close, and in the file after it, with the head replaced.
 func TestDirectWriter(t *testing.T) {
 	dir := t.TempDir()
 	var st unix.Statfs_t
@@ -49,14 +49,25 @@ func TestDirectWriter(t *testing.T) {
 			}
 			p = p[m:]
 		}
-		if err := w.Close(); err != nil {
-			t.Fatalf("size %d: Close: %v", size, err)
+		// Before Close, ReadAt sees every byte, from memory or the file.
+		for range 10 {
+			if size == 0 {
+				break
+			}
+			off := rng.IntN(size)
+			got := make([]byte, 1+rng.IntN(size-off))
+			if n, err := w.ReadAt(got, int64(off)); err != nil || n != len(got) || !bytes.Equal(got, want[off:off+n]) {
+				t.Fatalf("size %d: ReadAt(%d bytes at %d) = %d, %v; equal %v", size, len(got), off, n, err, bytes.Equal(got[:n], want[off:off+n]))
+			}
 		}
 		if size >= 4 {
 			copy(want, "QSR1")
-			if _, err := f.WriteAt([]byte("QSR1"), 0); err != nil {
+			if err := w.WriteHead([]byte("QSR1")); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatalf("size %d: Close: %v", size, err)
 		}
 		if err := f.Sync(); err != nil {
 			t.Fatal(err)

@@ -41,6 +41,8 @@ type Disk struct {
 	noSync bool
 	space  space
 	mu     sync.Mutex // serialises commits and deletes of one store
+
+	newDirs map[string]*dirSync // share directories whose parents are being synced (under mu)
 }
 
 // DiskOptions configure a Disk store.
@@ -58,7 +60,7 @@ var _ Store = (*Disk)(nil)
 
 // OpenDisk opens (creating if needed) a store in dir.
 func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
-	d := &Disk{dir: dir, noSync: opt.NoSync}
+	d := &Disk{dir: dir, noSync: opt.NoSync, newDirs: map[string]*dirSync{}}
 	d.space.capacity = opt.Capacity
 	d.space.diskFree = cachedDiskFree(dir)
 	for _, sub := range []string{"shares", "tmp"} {
@@ -176,14 +178,13 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	if err != nil {
 		return Info{}, err
 	}
+	// The check re-reads the share's tail: from the direct writer's
+	// memory where it still is.
+	var ra io.ReaderAt = f
 	if dw != nil {
-		err := dw.Close()
-		dw = nil
-		if err != nil {
-			return Info{}, err
-		}
+		ra = dw
 	}
-	si, err := finish(c, io.NewSectionReader(f, recordSize, n), n)
+	si, err := finish(c, io.NewSectionReader(ra, recordSize, n), n)
 	if err != nil {
 		return Info{}, err
 	}
@@ -192,7 +193,18 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	copy(rec[4:36], lease[:])
 	copy(rec[36:68], si.Root[:])
 	binary.BigEndian.PutUint64(rec[68:], uint64(info.Created.UnixNano()))
-	if _, err := f.WriteAt(rec, 0); err != nil {
+	if dw != nil {
+		err := dw.WriteHead(rec)
+		if err == nil {
+			err = dw.Close()
+		} else {
+			dw.Close()
+		}
+		dw = nil
+		if err != nil {
+			return Info{}, err
+		}
+	} else if _, err := f.WriteAt(rec, 0); err != nil {
 		return Info{}, err
 	}
 	if err := d.sync(f); err != nil {
@@ -201,33 +213,82 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	if err := f.Close(); err != nil {
 		return Info{}, err
 	}
+	// Under the lock: is the share here already, and the rename. The
+	// directory fsyncs come after it, so that shares arriving together
+	// overlap theirs.
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if old, err := d.stat(key); err == nil {
+		d.mu.Unlock()
 		if old.Root != info.Root {
 			return Info{}, ErrExists
 		}
 		return old, nil // the same share again: keep the one we have
 	}
 	dir := d.siDir(key.SI)
-	_, statErr := os.Stat(dir)
-	newDir := statErr != nil
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return Info{}, err
+	// A new directory's entry must be durable before any share in it is
+	// reported stored: its creator syncs the parents, and every share
+	// put meanwhile waits for that.
+	ds, creator := d.newDirs[dir], false
+	if ds == nil {
+		if _, err := os.Stat(dir); err != nil {
+			var parents []string
+			for p := filepath.Dir(dir); p != d.dir; p = filepath.Dir(p) {
+				parents = append(parents, p)
+				if _, err := os.Stat(p); err == nil {
+					break
+				}
+			}
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				d.mu.Unlock()
+				return Info{}, err
+			}
+			ds, creator = &dirSync{parents: parents, done: make(chan struct{})}, true
+			d.newDirs[dir] = ds
+		}
 	}
 	if err := os.Rename(tmpPath, d.path(key)); err != nil {
+		d.mu.Unlock()
+		if creator {
+			d.dirSynced(dir, ds, err)
+		}
 		return Info{}, err
 	}
 	committed = true
-	if err := d.syncDir(dir); err != nil {
+	d.mu.Unlock()
+	err = d.syncDir(dir)
+	if creator {
+		var perr error
+		for _, p := range ds.parents {
+			if perr = d.syncDir(p); perr != nil {
+				break
+			}
+		}
+		d.dirSynced(dir, ds, perr)
+	}
+	if ds != nil {
+		<-ds.done
+		err = errors.Join(err, ds.err)
+	}
+	if err != nil {
 		return Info{}, err
 	}
-	if newDir { // the new directory's entry must be durable too
-		if err := d.syncDir(filepath.Dir(dir)); err != nil {
-			return Info{}, err
-		}
-	}
 	return info, nil
+}
+
+// dirSync is a share directory just made, whose parents are being synced.
+type dirSync struct {
+	parents []string // directories to sync, innermost first
+	done    chan struct{}
+	err     error
+}
+
+// dirSynced ends a dirSync with the outcome of syncing its parents.
+func (d *Disk) dirSynced(dir string, ds *dirSync, err error) {
+	ds.err = err
+	close(ds.done)
+	d.mu.Lock()
+	delete(d.newDirs, dir)
+	d.mu.Unlock()
 }
 
 // flusher writes to a file and asks the kernel to start writing each
@@ -263,7 +324,9 @@ func (d *Disk) syncDir(dir string) error {
 		return nil
 	}
 	f, err := os.Open(dir)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed meanwhile (its last share deleted): nothing to make durable
+	} else if err != nil {
 		return err
 	}
 	defer f.Close()

@@ -79,3 +79,57 @@ func TestDiskReopen(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskConcurrentShares: many shares of one object (one new directory)
+// and of others arriving at once on one store are all stored whole, the
+// ones that did not make a directory waiting for the one that did; the
+// store reopens with all of them.
+func TestDiskConcurrentShares(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := sharestore.OpenDisk(dir, sharestore.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := codec.Params{K: 3, N: 12, SegmentSize: 64 << 10}
+	type obj struct {
+		si     [16]byte
+		shares [][]byte
+	}
+	var objs []obj
+	for i := range 3 {
+		rc, shares, err := codec.EncodeAll(p, codec.NewKey(), bytes.Repeat([]byte{byte(i)}, 200<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, obj{rc.Key.StorageIndex(), shares})
+	}
+	errs := make(chan error, 36)
+	for _, o := range objs {
+		for i, sh := range o.shares {
+			go func() {
+				_, err := d.Put(ctx, sharestore.Key{SI: o.si, Share: i}, bytes.NewReader(sh), int64(len(sh)), sharestore.LeaseFor([]byte("s")))
+				errs <- err
+			}()
+		}
+	}
+	for range 36 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	d2, err := sharestore.OpenDisk(dir, sharestore.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := d2.Usage(); u.Shares != 36 {
+		t.Fatalf("%d shares after reopen, want 36", u.Shares)
+	}
+	for _, o := range objs {
+		for i := range o.shares {
+			if _, err := d2.Scrub(ctx, sharestore.Key{SI: o.si, Share: i}); err != nil {
+				t.Fatalf("share %d: %v", i, err)
+			}
+		}
+	}
+}
