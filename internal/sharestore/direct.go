@@ -37,6 +37,45 @@ type directWriter struct {
 	n    int      // bytes in buf
 	off  int64    // file offset of buf[0]
 	head []byte   // the file's first directAlign bytes, written last (see WriteHead)
+
+	// A full buffer is written in the background while the next fills:
+	// the disk works while the share keeps arriving.
+	spare    []byte     // the other buffer, being written or free
+	inflight chan error // the background write's outcome; nil if none
+}
+
+// wait waits for the background write, if any.
+func (w *directWriter) wait() error {
+	if w.inflight == nil {
+		return nil
+	}
+	err := <-w.inflight
+	w.inflight = nil
+	return err
+}
+
+// flushFull starts writing the full buffer in the background and swaps
+// in the spare one.
+func (w *directWriter) flushFull() error {
+	if err := w.wait(); err != nil {
+		return err
+	}
+	done := 0
+	if w.off == 0 && w.head == nil {
+		w.head = alignedBuf(directAlign)
+		copy(w.head, w.buf[:directAlign])
+		done = directAlign
+	}
+	if w.spare == nil {
+		w.spare = getBuf()
+	}
+	full, at := w.buf, w.off
+	w.inflight = make(chan error, 1)
+	go func() { w.inflight <- w.pwrite(full[done:], at+int64(done)) }()
+	w.buf, w.spare = w.spare, full
+	w.off += int64(len(full))
+	w.n = 0
+	return nil
 }
 
 // openDirect opens path a second time with O_DIRECT for writing, or
@@ -58,7 +97,7 @@ func (w *directWriter) Write(p []byte) (int, error) {
 		w.n += c
 		p = p[c:]
 		if w.n == len(w.buf) {
-			if err := w.flush(w.n); err != nil {
+			if err := w.flushFull(); err != nil {
 				return total - len(p) - c, err
 			}
 		}
@@ -76,7 +115,7 @@ func (w *directWriter) Free() []byte { return w.buf[w.n:] }
 func (w *directWriter) Filled(m int) error {
 	w.n += m
 	if w.n == len(w.buf) {
-		return w.flush(w.n)
+		return w.flushFull()
 	}
 	return nil
 }
@@ -85,6 +124,9 @@ func (w *directWriter) Filled(m int) error {
 // w.off and moves what follows them to the front. The file's first block
 // is kept back, for WriteHead.
 func (w *directWriter) flush(m int) error {
+	if err := w.wait(); err != nil {
+		return err
+	}
 	done := 0
 	if w.off == 0 && w.head == nil {
 		w.head = alignedBuf(directAlign)
@@ -121,6 +163,9 @@ func (w *directWriter) pwrite(b []byte, at int64) error {
 // which Write was given as a placeholder. The first block is still in
 // memory, so this costs no read of it back from the disk.
 func (w *directWriter) WriteHead(rec []byte) error {
+	if err := w.wait(); err != nil {
+		return err
+	}
 	switch {
 	case w.head != nil:
 		copy(w.head, rec)
@@ -136,6 +181,9 @@ func (w *directWriter) WriteHead(rec []byte) error {
 // ReadAt reads what was written so far, from memory where it still is
 // (the kept first block, the buffer) and from the file for the rest.
 func (w *directWriter) ReadAt(p []byte, off int64) (int, error) {
+	if err := w.wait(); err != nil {
+		return 0, err
+	}
 	end := w.off + int64(w.n)
 	total := 0
 	for len(p) > 0 {
@@ -163,15 +211,26 @@ func (w *directWriter) ReadAt(p []byte, off int64) (int, error) {
 	return total, nil
 }
 
+// abort ends an upload given up on: it waits for the background write
+// and closes the O_DIRECT descriptor, writing nothing more.
+func (w *directWriter) abort() {
+	w.wait()
+	unix.Close(w.fd)
+	putBuf(w.buf)
+	if w.spare != nil {
+		putBuf(w.spare)
+	}
+	w.buf, w.spare = nil, nil
+}
+
 // Close writes what is left, the aligned part directly and the rest
 // through the ordinary descriptor, and closes the O_DIRECT one. It does
 // not sync.
 func (w *directWriter) Close() error {
-	defer func() {
-		unix.Close(w.fd)
-		putBuf(w.buf)
-		w.buf = nil
-	}()
+	defer w.abort()
+	if err := w.wait(); err != nil {
+		return err
+	}
 	if a := w.n / directAlign * directAlign; a > 0 {
 		if err := w.flush(a); err != nil {
 			return err
@@ -214,11 +273,11 @@ func (s *diskShare) SequentialReader() io.ReadSeekCloser {
 	return r
 }
 
-// freeBufs keeps up to 16 aligned directBuf-sized buffers for direct
+// freeBufs keeps up to 32 aligned directBuf-sized buffers for direct
 // I/O between uses. Not a sync.Pool: that is emptied at every garbage
 // collection, and a new buffer is fresh memory the kernel (and, on a
 // virtual machine, the host) must supply page by page.
-var freeBufs = make(chan []byte, 16)
+var freeBufs = make(chan []byte, 32)
 
 func getBuf() []byte {
 	select {

@@ -162,7 +162,7 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	case dw != nil:
 		defer func() {
 			if dw != nil {
-				unix.Close(dw.fd)
+				dw.abort()
 			}
 		}()
 		w = dw
