@@ -41,6 +41,9 @@ func (r *CheckReport) Readable() bool { return r.Good >= r.Needed }
 // trailer against the capability; with verify, it also reads every block
 // and checks it against the hash tree (as Tahoe's check --verify).
 func (c *Client) Check(ctx context.Context, vc codec.VerifyCap, verify bool) (*CheckReport, error) {
+	if err := vc.Params.Validate(); err != nil || vc.Size < 0 {
+		return nil, fmt.Errorf("%w: parameters %+v, size %d", codec.ErrBadCap, vc.Params, vc.Size)
+	}
 	f, err := c.locate(ctx, vc.SI, false)
 	if err != nil {
 		return nil, err

@@ -150,6 +150,9 @@ func (r *reader) close() {
 // to the end). Only the segments covering the range are fetched, and every
 // block is verified before use.
 func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, length int64) (*GetReport, error) {
+	if err := rc.Params.Validate(); err != nil || rc.Size < 0 {
+		return nil, fmt.Errorf("%w: parameters %+v, size %d", codec.ErrBadCap, rc.Params, rc.Size)
+	}
 	vc := rc.Verify()
 	l := vc.Layout()
 	if off < 0 || off > rc.Size || (off == rc.Size && rc.Size > 0 && length != 0) {

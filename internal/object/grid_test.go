@@ -331,6 +331,16 @@ func TestGridBadCapability(t *testing.T) {
 			t.Fatalf("ParseReadCap(%q): %v", s, err)
 		}
 	}
+	// A capability built in code with impossible parameters (not parsed)
+	// is refused, not divided by.
+	for _, bad := range []codec.ReadCap{{}, {Params: codec.Params{K: 4, N: 3, SegmentSize: 1 << 20}, Size: 10}} {
+		if _, err := c.Get(context.Background(), bad, io.Discard, 0, -1); !errors.Is(err, codec.ErrBadCap) {
+			t.Fatalf("Get with %+v: %v", bad.Params, err)
+		}
+		if _, err := c.Check(context.Background(), bad.Verify(), false); !errors.Is(err, codec.ErrBadCap) {
+			t.Fatalf("Check with %+v: %v", bad.Params, err)
+		}
+	}
 	absent := codec.ReadCap{Key: codec.NewKey(), Params: codec.Params{K: 2, N: 3, SegmentSize: 1 << 20}, Size: 100}
 	_, err := c.Get(context.Background(), absent, io.Discard, 0, -1)
 	if !errors.Is(err, object.ErrUnavailable) || !strings.Contains(err.Error(), "found 0 good shares") {
