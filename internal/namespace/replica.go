@@ -28,8 +28,12 @@ type ReplicaConfig struct {
 	DB *DB
 	// SyncInterval is how often anti-entropy runs with one random peer;
 	// default 5 s. It runs sooner when gossip brought an entry whose
-	// references are still missing a fifth of it later.
+	// references are still missing KickWait later.
 	SyncInterval time.Duration
+	// KickWait is how long a replica waits for missing references to
+	// arrive by themselves before it syncs for them; default a fifth of
+	// SyncInterval.
+	KickWait time.Duration
 	// RetransmitMult scales how many times each broadcast is sent
 	// (memberlist's: mult × log(nodes+1)); default 4.
 	RetransmitMult int
@@ -81,6 +85,9 @@ var _ member.Messages = (*Replica)(nil)
 func NewReplica(cfg ReplicaConfig) *Replica {
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = 5 * time.Second
+	}
+	if cfg.KickWait <= 0 {
+		cfg.KickWait = cfg.SyncInterval / 5
 	}
 	if cfg.RetransmitMult <= 0 {
 		cfg.RetransmitMult = 4
@@ -170,20 +177,22 @@ func (r *Replica) account(ns dag.NSID, res Result) {
 	}
 	if len(res.Missing) > 0 {
 		r.missMu.Lock()
-		if r.missing == nil {
-			r.missing = map[dag.NSID]map[dag.Hash]bool{}
-		}
-		m := r.missing[ns]
-		if m == nil {
-			m = map[dag.Hash]bool{}
-			r.missing[ns] = m
-		}
-		for _, h := range res.Missing {
-			if r.nMissing < maxMissing && !m[h] {
-				m[h] = true
-				r.nMissing++
-			} else if r.nMissing >= maxMissing {
-				r.overflow = true
+		if r.nMissing+len(res.Missing) > maxMissing {
+			r.overflow = true // the next kick syncs without looking
+		} else {
+			if r.missing == nil {
+				r.missing = map[dag.NSID]map[dag.Hash]bool{}
+			}
+			m := r.missing[ns]
+			if m == nil {
+				m = map[dag.Hash]bool{}
+				r.missing[ns] = m
+			}
+			for _, h := range res.Missing {
+				if !m[h] {
+					m[h] = true
+					r.nMissing++
+				}
 			}
 		}
 		r.missMu.Unlock()
@@ -262,33 +271,38 @@ func (r *Replica) receive() {
 // or soon after gossip brought entries whose references are missing.
 func (r *Replica) antiEntropy() {
 	defer r.wg.Done()
+	interval := func() time.Duration { return r.cfg.SyncInterval/2 + rand.N(r.cfg.SyncInterval) }
+	// The periodic sync keeps its own deadline, which kicks do not move:
+	// a stream of kicks that resolve by themselves must not starve it.
+	due := time.Now().Add(interval())
 	for {
-		d := r.cfg.SyncInterval/2 + rand.N(r.cfg.SyncInterval)
-		t := time.NewTimer(d)
+		t := time.NewTimer(time.Until(due))
 		select {
 		case <-r.stop:
 			t.Stop()
 			return
 		case <-t.C:
-			r.stillMissing() // a sync is due anyway: forget what was
 		case <-r.kick:
 			t.Stop()
 			// Records gossiped one by one arrive in any order: an entry
 			// often comes a moment before its blocks. Sync only if
 			// something reported missing is still absent after a
-			// while; under a stream of writes, syncing at every such
-			// moment costs more than the writes.
-			g := time.NewTimer(r.cfg.SyncInterval / 5)
+			// while (or the periodic sync is due); under a stream of
+			// writes, syncing at every such moment costs more than the
+			// writes.
+			g := time.NewTimer(r.cfg.KickWait)
 			select {
 			case <-r.stop:
 				g.Stop()
 				return
 			case <-g.C:
 			}
-			if !r.stillMissing() {
+			if !r.stillMissing() && time.Now().Before(due) {
 				continue
 			}
 		}
+		r.forgetMissing() // the sync brings whatever is missing
+		due = time.Now().Add(interval())
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -307,6 +321,13 @@ func (r *Replica) antiEntropy() {
 // maxMissing bounds the references a replica remembers as missing
 // between syncs; past it, the next kick syncs without looking.
 const maxMissing = 4096
+
+// forgetMissing forgets the references reported missing.
+func (r *Replica) forgetMissing() {
+	r.missMu.Lock()
+	r.missing, r.nMissing, r.overflow = nil, 0, false
+	r.missMu.Unlock()
+}
 
 // stillMissing reports whether any reference reported missing since the
 // last call is still absent, and forgets them all.

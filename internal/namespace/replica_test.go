@@ -3,6 +3,7 @@ package namespace
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,8 +43,8 @@ func TestSyncOnlyForWhatStaysMissing(t *testing.T) {
 		}
 	}
 	peer := &countingPeer{Peer: b.AsPeer()}
-	// Timed syncs come 2.5-7.5 s apart; a kick waits 1 s.
-	rep := NewReplica(ReplicaConfig{DB: a, SyncInterval: 5 * time.Second})
+	// No timed sync during the test (30-90 s away); a kick waits 300 ms.
+	rep := NewReplica(ReplicaConfig{DB: a, SyncInterval: time.Minute, KickWait: 300 * time.Millisecond})
 	rep.Start(func() []Peer { return []Peer{peer} })
 	defer rep.Close()
 
@@ -63,7 +64,7 @@ func TestSyncOnlyForWhatStaysMissing(t *testing.T) {
 	if _, err := rep.Append(ns, bl1, true); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(800 * time.Millisecond)
 	if n := peer.syncs.Load(); n != 0 {
 		t.Fatalf("%d syncs for an entry whose blocks came by themselves", n)
 	}
@@ -95,4 +96,48 @@ func blockHashes(raws [][]byte) []dag.Hash {
 		out = append(out, r.Hash)
 	}
 	return out
+}
+
+// TestKicksDoNotStarveTimedSync: a steady stream of entries whose blocks
+// follow by themselves (each a kick that needs no sync) does not hold off
+// the periodic anti-entropy, which repairs what gossip lost for good.
+func TestKicksDoNotStarveTimedSync(t *testing.T) {
+	ns, priv, _ := dag.NewNamespace()
+	key, _ := dag.NewReadKey()
+	w := &dag.Writer{NS: ns, Key: priv, Read: key}
+	root := w.Root()
+	a, b := openDB(t, t.TempDir()), openDB(t, t.TempDir())
+	defer a.Close()
+	defer b.Close()
+	for _, d := range []*DB{a, b} {
+		if err := d.Open(ns, &key, dag.ConfigRules); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Ingest(ns, [][]byte{root.Encode()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	peer := &countingPeer{Peer: b.AsPeer()}
+	// Timed syncs 0.3-0.9 s apart; kicks every 50 ms, each waiting 100 ms.
+	rep := NewReplica(ReplicaConfig{DB: a, SyncInterval: 600 * time.Millisecond, KickWait: 100 * time.Millisecond})
+	rep.Start(func() []Peer { return []Peer{peer} })
+	defer rep.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for i := 0; time.Now().Before(deadline); i++ {
+		e, bl := w.File(root.Hash(), nil, fmt.Sprintf("f%d", i), bytes.Repeat([]byte{byte(i)}, 4000))
+		if _, err := rep.Append(ns, [][]byte{e.Encode()}, true); err != nil {
+			t.Fatal(err)
+		}
+		var raws [][]byte
+		for _, x := range bl {
+			raws = append(raws, x.Encode())
+		}
+		if _, err := rep.Append(ns, raws, true); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := peer.syncs.Load(); n < 2 {
+		t.Fatalf("%d syncs in 3 s of kicks with a 0.3-0.9 s sync interval", n)
+	}
 }

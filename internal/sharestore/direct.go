@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -145,6 +146,12 @@ func (w *directWriter) flush(m int) error {
 func (w *directWriter) pwrite(b []byte, at int64) error {
 	for done := 0; done < len(b); {
 		k, err := unix.Pwrite(w.fd, b[done:], at+int64(done))
+		if errors.Is(err, syscall.EINVAL) {
+			// A file system that opened the file with O_DIRECT but
+			// refuses the write: write through the page cache.
+			_, err := w.f.WriteAt(b[done:], at+int64(done))
+			return err
+		}
 		if err != nil {
 			if errors.Is(err, syscall.EINTR) {
 				continue
@@ -214,8 +221,12 @@ func (w *directWriter) ReadAt(p []byte, off int64) (int, error) {
 // abort ends an upload given up on: it waits for the background write
 // and closes the O_DIRECT descriptor, writing nothing more.
 func (w *directWriter) abort() {
+	if w.fd < 0 {
+		return // already ended
+	}
 	w.wait()
 	unix.Close(w.fd)
+	w.fd = -1
 	putBuf(w.buf)
 	if w.spare != nil {
 		putBuf(w.spare)
@@ -266,7 +277,7 @@ func (s *diskShare) SequentialReader() io.ReadSeekCloser {
 	if err != nil {
 		return nil
 	}
-	r := &directReader{fd: fd, size: s.info.Size, chunk: 128 << 10}
+	r := &directReader{f: s.f, fd: fd, size: s.info.Size, chunk: 128 << 10}
 	for i := range r.bufs {
 		r.bufs[i] = getBuf()
 	}
@@ -308,6 +319,13 @@ func alignedBuf(n int) []byte {
 // directReader is a share's bytes read through an O_DIRECT descriptor.
 // File offset = share offset + recordSize.
 type directReader struct {
+	// mu makes Close wait for a Read in progress: http.ServeContent reads
+	// a multi-range answer from a goroutine of its own, which may still
+	// be reading when the handler returns and closes the reader.
+	mu     sync.Mutex
+	closed bool
+
+	f     *os.File // the ordinary descriptor, if O_DIRECT reads are refused
 	fd    int
 	size  int64 // share size
 	pos   int64 // share offset of the next Read
@@ -326,12 +344,21 @@ type chunkRead struct {
 }
 
 // readChunk reads up to len(b) bytes at file offset at (aligned).
-func readChunk(fd int, b []byte, at int64) chunkRead {
+// A file system that opened the file with O_DIRECT but refuses the read
+// (EINVAL) is read through f instead.
+func readChunk(fd int, f *os.File, b []byte, at int64) chunkRead {
 	done := 0
 	for done < len(b) {
 		k, err := unix.Pread(fd, b[done:], at+int64(done))
 		if errors.Is(err, syscall.EINTR) {
 			continue
+		}
+		if errors.Is(err, syscall.EINVAL) {
+			n, err := f.ReadAt(b[done:], at+int64(done))
+			if err == io.EOF {
+				err = nil
+			}
+			return chunkRead{done + n, err}
 		}
 		if err != nil {
 			return chunkRead{done, err}
@@ -355,10 +382,10 @@ func (r *directReader) fetch() error {
 		res = <-r.pending
 		r.pending = nil
 		if r.pendAt != fileAt { // a seek: the prefetched chunk is not wanted
-			res = readChunk(r.fd, r.bufs[1][:r.chunk], fileAt)
+			res = readChunk(r.fd, r.f, r.bufs[1][:r.chunk], fileAt)
 		}
 	} else {
-		res = readChunk(r.fd, r.bufs[1][:r.chunk], fileAt)
+		res = readChunk(r.fd, r.f, r.bufs[1][:r.chunk], fileAt)
 	}
 	r.bufs[0], r.bufs[1] = r.bufs[1], r.bufs[0]
 	if res.err != nil {
@@ -383,14 +410,19 @@ func (r *directReader) fetch() error {
 	r.chunk = min(2*r.chunk, directBuf)
 	if res.n%directAlign == 0 && next < r.size+recordSize {
 		r.pending, r.pendAt = make(chan chunkRead, 1), next
-		b, fd := r.bufs[1][:r.chunk], r.fd
-		go func() { r.pending <- readChunk(fd, b, next) }()
+		b, fd, f, done := r.bufs[1][:r.chunk], r.fd, r.f, r.pending
+		go func() { done <- readChunk(fd, f, b, next) }()
 	}
 	return nil
 }
 
 // Read implements io.Reader.
 func (r *directReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, os.ErrClosed
+	}
 	if r.pos >= r.size {
 		return 0, io.EOF
 	}
@@ -406,6 +438,8 @@ func (r *directReader) Read(p []byte) (int, error) {
 
 // Seek implements io.Seeker.
 func (r *directReader) Seek(off int64, whence int) (int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	switch whence {
 	case io.SeekCurrent:
 		off += r.pos
@@ -421,6 +455,12 @@ func (r *directReader) Seek(off int64, whence int) (int64, error) {
 
 // Close waits for a read in flight and closes the descriptor.
 func (r *directReader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return os.ErrClosed
+	}
+	r.closed = true
 	if r.pending != nil {
 		<-r.pending
 		r.pending = nil

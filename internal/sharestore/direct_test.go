@@ -2,11 +2,16 @@ package sharestore
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
 
 	"golang.org/x/sys/unix"
 )
@@ -137,5 +142,135 @@ func TestDirectReader(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
+	}
+}
+
+// TestDirectReaderCloseWhileReading: Close waits for a Read in progress
+// (http.ServeContent reads multi-range answers from its own goroutine),
+// and a Read after Close fails instead of touching returned buffers.
+func TestDirectReaderCloseWhileReading(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s")
+	if err := os.WriteFile(path, make([]byte, recordSize+8*directBuf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd := (&diskShare{f: f, info: Info{Size: 8 * directBuf}}).SequentialReader()
+	if rd == nil {
+		t.Skip("O_DIRECT refused here (see TestDirectWriter)")
+	}
+	done := make(chan error)
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			if _, err := rd.Read(buf); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(time.Millisecond)
+	if err := rd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != io.EOF && !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("read ended with %v", err)
+	}
+	if _, err := rd.Read(make([]byte, 1)); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("read after Close: %v", err)
+	}
+}
+
+// TestDirectWriterFilled: the path uploads take (read straight into the
+// buffer with Free and Filled, background writes of full buffers) leaves
+// the same bytes as Write.
+func TestDirectWriterFilled(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, size := range []int{recordSize, directAlign + 1, directBuf, 3*directBuf + 5} {
+		path := filepath.Join(dir, "f")
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := openDirect(f, path)
+		if w == nil {
+			f.Close()
+			t.Skip("O_DIRECT refused here (see TestDirectWriter)")
+		}
+		want := make([]byte, size)
+		for i := range want {
+			want[i] = byte(rng.Uint32())
+		}
+		for p := want; len(p) > 0; {
+			free := w.Free()
+			m := copy(free[:min(len(free), 1+rng.IntN(200<<10))], p)
+			if err := w.Filled(m); err != nil {
+				t.Fatal(err)
+			}
+			p = p[m:]
+		}
+		got := make([]byte, size)
+		if n, err := w.ReadAt(got, 0); err != nil || n != size || !bytes.Equal(got, want) {
+			t.Fatalf("size %d: ReadAt before Close = %d, %v", size, n, err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("size %d: file differs (%v)", size, err)
+		}
+	}
+}
+
+// TestNewDirectoryWaiters: a share put into a directory another Put has
+// just made is not reported stored before that directory's entry in its
+// parent is durable.
+func TestNewDirectoryWaiters(t *testing.T) {
+	ctx := context.Background()
+	d, err := OpenDisk(t.TempDir(), DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, shares, err := codec.EncodeAll(codec.Params{K: 2, N: 3, SegmentSize: 64 << 10}, codec.NewKey(), bytes.Repeat([]byte("w"), 100<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := rc.Key.StorageIndex()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	d.beforeParentSync = func(string) {
+		entered <- struct{}{}
+		<-release
+	}
+	put := func(i int) chan error {
+		c := make(chan error, 1)
+		go func() {
+			_, err := d.Put(ctx, Key{SI: si, Share: i}, bytes.NewReader(shares[i]), int64(len(shares[i])), LeaseFor([]byte("s")))
+			c <- err
+		}()
+		return c
+	}
+	first := put(0)
+	<-entered // share 0 made the directory and is syncing its parent
+	second := put(1)
+	select {
+	case err := <-second:
+		t.Fatalf("share 1 reported stored (%v) before the directory was durable", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	for _, c := range []chan error{first, second} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The same share again waits the same way and is kept.
+	if _, err := d.Put(ctx, Key{SI: si, Share: 1}, bytes.NewReader(shares[1]), int64(len(shares[1])), LeaseFor([]byte("s"))); err != nil {
+		t.Fatal(err)
 	}
 }

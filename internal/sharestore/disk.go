@@ -42,7 +42,11 @@ type Disk struct {
 	space  space
 	mu     sync.Mutex // serialises commits and deletes of one store
 
-	newDirs map[string]*dirSync // share directories whose parents are being synced (under mu)
+	newDirs map[string]*dirSync // share directories whose parent is being synced (under mu)
+
+	// beforeParentSync, if set (tests), runs before a new directory's
+	// parent sync is reported done.
+	beforeParentSync func(dir string)
 }
 
 // DiskOptions configure a Disk store.
@@ -65,6 +69,24 @@ func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
 	d.space.diskFree = cachedDiskFree(dir)
 	for _, sub := range []string{"shares", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("sharestore: %w", err)
+		}
+	}
+	// The 256 prefix directories exist from the start, so a share's new
+	// directory has a parent whose own entry is already durable.
+	made := false
+	for i := range 256 {
+		p := filepath.Join(dir, "shares", fmt.Sprintf("%02x", i))
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("sharestore: %w", err)
+		}
+		made = true
+	}
+	if made {
+		if err := d.syncDir(filepath.Join(dir, "shares")); err != nil {
 			return nil, fmt.Errorf("sharestore: %w", err)
 		}
 	}
@@ -216,54 +238,52 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	// Under the lock: is the share here already, and the rename. The
 	// directory fsyncs come after it, so that shares arriving together
 	// overlap theirs.
+	dir := d.siDir(key.SI)
 	d.mu.Lock()
 	if old, err := d.stat(key); err == nil {
+		ds := d.newDirs[dir]
 		d.mu.Unlock()
 		if old.Root != info.Root {
 			return Info{}, ErrExists
 		}
-		return old, nil // the same share again: keep the one we have
+		// The same share again: keep the one we have, once it is durable
+		// (the Put that stored it may still be syncing its directory).
+		err := d.syncDir(dir)
+		if ds != nil {
+			<-ds.done
+			err = errors.Join(err, ds.err)
+		}
+		if err != nil {
+			return Info{}, err
+		}
+		return old, nil
 	}
-	dir := d.siDir(key.SI)
 	// A new directory's entry must be durable before any share in it is
-	// reported stored: its creator syncs the parents, and every share
-	// put meanwhile waits for that.
+	// reported stored: its creator syncs the parent, and every share put
+	// meanwhile waits for that. (The 256 parents, shares/00 to ff, exist
+	// from OpenDisk on.)
 	ds, creator := d.newDirs[dir], false
-	if ds == nil {
-		if _, err := os.Stat(dir); err != nil {
-			var parents []string
-			for p := filepath.Dir(dir); p != d.dir; p = filepath.Dir(p) {
-				parents = append(parents, p)
-				if _, err := os.Stat(p); err == nil {
-					break
-				}
-			}
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				d.mu.Unlock()
-				return Info{}, err
-			}
-			ds, creator = &dirSync{parents: parents, done: make(chan struct{})}, true
-			d.newDirs[dir] = ds
+	if _, err := os.Stat(dir); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			d.mu.Unlock()
+			return Info{}, err
 		}
+		// Made here (again, if a delete removed it meanwhile): this Put
+		// syncs the parent; earlier waiters wait on their own creator.
+		ds, creator = &dirSync{done: make(chan struct{})}, true
+		d.newDirs[dir] = ds
 	}
-	if err := os.Rename(tmpPath, d.path(key)); err != nil {
-		d.mu.Unlock()
-		if creator {
-			d.dirSynced(dir, ds, err)
-		}
-		return Info{}, err
-	}
-	committed = true
+	renameErr := os.Rename(tmpPath, d.path(key))
+	committed = renameErr == nil
 	d.mu.Unlock()
-	err = d.syncDir(dir)
-	if creator {
-		var perr error
-		for _, p := range ds.parents {
-			if perr = d.syncDir(p); perr != nil {
-				break
-			}
-		}
-		d.dirSynced(dir, ds, perr)
+	if renameErr == nil {
+		err = d.syncDir(dir)
+	}
+	if creator { // even if its own rename failed: the directory exists
+		d.dirSynced(dir, ds, d.syncDir(filepath.Dir(dir)))
+	}
+	if renameErr != nil {
+		return Info{}, renameErr
 	}
 	if ds != nil {
 		<-ds.done
@@ -275,19 +295,23 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	return info, nil
 }
 
-// dirSync is a share directory just made, whose parents are being synced.
+// dirSync is a share directory just made, whose parent is being synced.
 type dirSync struct {
-	parents []string // directories to sync, innermost first
-	done    chan struct{}
-	err     error
+	done chan struct{}
+	err  error
 }
 
-// dirSynced ends a dirSync with the outcome of syncing its parents.
+// dirSynced ends a dirSync with the outcome of syncing its parent.
 func (d *Disk) dirSynced(dir string, ds *dirSync, err error) {
+	if d.beforeParentSync != nil {
+		d.beforeParentSync(dir)
+	}
 	ds.err = err
 	close(ds.done)
 	d.mu.Lock()
-	delete(d.newDirs, dir)
+	if d.newDirs[dir] == ds {
+		delete(d.newDirs, dir)
+	}
 	d.mu.Unlock()
 }
 

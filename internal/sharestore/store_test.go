@@ -91,14 +91,14 @@ func TestDiskConcurrentShares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := codec.Params{K: 3, N: 12, SegmentSize: 64 << 10}
+	p := codec.Params{K: 3, N: 12, SegmentSize: 1 << 20} // 2 MiB shares: several direct-write buffers each
 	type obj struct {
 		si     [16]byte
 		shares [][]byte
 	}
 	var objs []obj
 	for i := range 3 {
-		rc, shares, err := codec.EncodeAll(p, codec.NewKey(), bytes.Repeat([]byte{byte(i)}, 200<<10))
+		rc, shares, err := codec.EncodeAll(p, codec.NewKey(), bytes.Repeat([]byte{byte(i)}, 6<<20))
 		if err != nil {
 			t.Fatal(err)
 		}
