@@ -22,18 +22,14 @@ func (p *countingPeer) Namespaces(ctx context.Context) ([]dag.NSID, error) {
 	return p.Peer.Namespaces(ctx)
 }
 
-// TestSyncOnlyForWhatStaysMissing: an entry that arrives before its
-// blocks, which follow a moment later (gossip's usual disorder), starts
-// no anti-entropy; one whose blocks do not follow does, and the sync
-// brings them.
-func TestSyncOnlyForWhatStaysMissing(t *testing.T) {
+// twoReplicas makes a namespace and two databases holding its root.
+func twoReplicas(t *testing.T) (dag.NSID, *dag.Writer, *dag.Entry, *DB, *DB) {
 	ns, priv, _ := dag.NewNamespace()
 	key, _ := dag.NewReadKey()
 	w := &dag.Writer{NS: ns, Key: priv, Read: key}
 	root := w.Root()
 	a, b := openDB(t, t.TempDir()), openDB(t, t.TempDir())
-	defer a.Close()
-	defer b.Close()
+	t.Cleanup(func() { a.Close(); b.Close() })
 	for _, d := range []*DB{a, b} {
 		if err := d.Open(ns, &key, dag.ConfigRules); err != nil {
 			t.Fatal(err)
@@ -42,6 +38,15 @@ func TestSyncOnlyForWhatStaysMissing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return ns, w, root, a, b
+}
+
+// TestSyncOnlyForWhatStaysMissing: an entry that arrives before its
+// blocks, which follow a moment later (gossip's usual disorder), starts
+// no anti-entropy; one whose blocks do not follow does, and the sync
+// brings them.
+func TestSyncOnlyForWhatStaysMissing(t *testing.T) {
+	ns, w, root, a, b := twoReplicas(t)
 	peer := &countingPeer{Peer: b.AsPeer()}
 	// No timed sync during the test (30-90 s away); a kick waits 300 ms.
 	rep := NewReplica(ReplicaConfig{DB: a, SyncInterval: time.Minute, KickWait: 300 * time.Millisecond})
@@ -102,21 +107,7 @@ func blockHashes(raws [][]byte) []dag.Hash {
 // follow by themselves (each a kick that needs no sync) does not hold off
 // the periodic anti-entropy, which repairs what gossip lost for good.
 func TestKicksDoNotStarveTimedSync(t *testing.T) {
-	ns, priv, _ := dag.NewNamespace()
-	key, _ := dag.NewReadKey()
-	w := &dag.Writer{NS: ns, Key: priv, Read: key}
-	root := w.Root()
-	a, b := openDB(t, t.TempDir()), openDB(t, t.TempDir())
-	defer a.Close()
-	defer b.Close()
-	for _, d := range []*DB{a, b} {
-		if err := d.Open(ns, &key, dag.ConfigRules); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.Ingest(ns, [][]byte{root.Encode()}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ns, w, root, a, b := twoReplicas(t)
 	peer := &countingPeer{Peer: b.AsPeer()}
 	// Timed syncs 0.3-0.9 s apart; kicks every 50 ms, each waiting 100 ms.
 	rep := NewReplica(ReplicaConfig{DB: a, SyncInterval: 600 * time.Millisecond, KickWait: 100 * time.Millisecond})

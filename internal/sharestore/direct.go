@@ -55,18 +55,24 @@ func (w *directWriter) wait() error {
 	return err
 }
 
+// keepHead keeps the file's first block back (for WriteHead) when buf
+// starts the file, and returns how many bytes of buf that leaves out.
+func (w *directWriter) keepHead() int {
+	if w.off != 0 || w.head != nil {
+		return 0
+	}
+	w.head = alignedBuf(directAlign)
+	copy(w.head, w.buf[:directAlign])
+	return directAlign
+}
+
 // flushFull starts writing the full buffer in the background and swaps
 // in the spare one.
 func (w *directWriter) flushFull() error {
 	if err := w.wait(); err != nil {
 		return err
 	}
-	done := 0
-	if w.off == 0 && w.head == nil {
-		w.head = alignedBuf(directAlign)
-		copy(w.head, w.buf[:directAlign])
-		done = directAlign
-	}
+	done := w.keepHead()
 	if w.spare == nil {
 		w.spare = getBuf()
 	}
@@ -128,12 +134,7 @@ func (w *directWriter) flush(m int) error {
 	if err := w.wait(); err != nil {
 		return err
 	}
-	done := 0
-	if w.off == 0 && w.head == nil {
-		w.head = alignedBuf(directAlign)
-		copy(w.head, w.buf[:directAlign])
-		done = directAlign
-	}
+	done := w.keepHead()
 	if err := w.pwrite(w.buf[done:m], w.off+int64(done)); err != nil {
 		return err
 	}
