@@ -72,24 +72,6 @@ func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
 			return nil, fmt.Errorf("sharestore: %w", err)
 		}
 	}
-	// The 256 prefix directories exist from the start, so a share's new
-	// directory has a parent whose own entry is already durable.
-	made := false
-	for i := range 256 {
-		p := filepath.Join(dir, "shares", fmt.Sprintf("%02x", i))
-		if _, err := os.Stat(p); err == nil {
-			continue
-		}
-		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("sharestore: %w", err)
-		}
-		made = true
-	}
-	if made {
-		if err := d.syncDir(filepath.Join(dir, "shares")); err != nil {
-			return nil, fmt.Errorf("sharestore: %w", err)
-		}
-	}
 	tmp, err := os.ReadDir(filepath.Join(dir, "tmp"))
 	if err != nil {
 		return nil, fmt.Errorf("sharestore: %w", err)
@@ -260,11 +242,24 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	}
 	// A new directory's entry must be durable before any share in it is
 	// reported stored: its creator syncs the parent, and every share put
-	// meanwhile waits for that. (The 256 parents, shares/00 to ff, exist
-	// from OpenDisk on.)
+	// meanwhile waits for that.
 	ds, creator := d.newDirs[dir], false
 	if _, err := os.Stat(dir); err != nil {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		// The parent, shares/xx, is made at most 256 times in a store's
+		// life: made and synced under the lock, so it is durable before
+		// anyone puts a directory in it.
+		prefix := filepath.Dir(dir)
+		if _, err := os.Stat(prefix); err != nil {
+			if err := os.Mkdir(prefix, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				d.mu.Unlock()
+				return Info{}, err
+			}
+			if err := d.syncDir(filepath.Dir(prefix)); err != nil {
+				d.mu.Unlock()
+				return Info{}, err
+			}
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
 			d.mu.Unlock()
 			return Info{}, err
 		}
