@@ -322,20 +322,20 @@ func (r *Replica) antiEntropy() {
 // between syncs; past it, the next kick syncs without looking.
 const maxMissing = 4096
 
-// forgetMissing forgets the references reported missing.
-func (r *Replica) forgetMissing() {
+// forgetMissing takes the references reported missing since the last
+// look (and whether there were more than it kept), forgetting them.
+func (r *Replica) forgetMissing() (map[dag.NSID]map[dag.Hash]bool, bool) {
 	r.missMu.Lock()
+	defer r.missMu.Unlock()
+	missing, overflow := r.missing, r.overflow
 	r.missing, r.nMissing, r.overflow = nil, 0, false
-	r.missMu.Unlock()
+	return missing, overflow
 }
 
 // stillMissing reports whether any reference reported missing since the
-// last call is still absent, and forgets them all.
+// last look is still absent, and forgets them all.
 func (r *Replica) stillMissing() bool {
-	r.missMu.Lock()
-	missing, overflow := r.missing, r.overflow
-	r.missing, r.nMissing, r.overflow = nil, 0, false
-	r.missMu.Unlock()
+	missing, overflow := r.forgetMissing()
 	if overflow {
 		return true
 	}

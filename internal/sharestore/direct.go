@@ -28,9 +28,9 @@ const directBuf = 1 << 20
 // such as MinIO write erasure-coded parts.
 //
 // The file is written from offset 0: the caller's first bytes are the
-// space for the record, written again later through the ordinary
-// descriptor. Close writes the tail that does not fill an aligned block
-// through that ordinary descriptor (buffered).
+// space for the record, filled in later with WriteHead while the first
+// block is still in memory. Close writes the tail that does not fill an
+// aligned block through the ordinary descriptor (buffered).
 type directWriter struct {
 	f    *os.File // ordinary descriptor, for the unaligned tail
 	fd   int      // O_DIRECT descriptor of the same file

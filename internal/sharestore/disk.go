@@ -164,11 +164,7 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	dw := openDirect(f, tmpPath)
 	switch {
 	case dw != nil:
-		defer func() {
-			if dw != nil {
-				dw.abort()
-			}
-		}()
+		defer dw.abort() // after Close, a no-op
 		w = dw
 	case d.noSync:
 		w = f
@@ -198,14 +194,10 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	copy(rec[36:68], si.Root[:])
 	binary.BigEndian.PutUint64(rec[68:], uint64(info.Created.UnixNano()))
 	if dw != nil {
-		err := dw.WriteHead(rec)
-		if err == nil {
-			err = dw.Close()
-		} else {
-			dw.Close()
+		if err := dw.WriteHead(rec); err != nil {
+			return Info{}, err
 		}
-		dw = nil
-		if err != nil {
+		if err := dw.Close(); err != nil {
 			return Info{}, err
 		}
 	} else if _, err := f.WriteAt(rec, 0); err != nil {
