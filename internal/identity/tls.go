@@ -86,8 +86,9 @@ func (id *Identity) verifyPeer(cs *tls.ConnectionState, usage x509.ExtKeyUsage) 
 }
 
 // PeerID returns the node ID of the public key in the peer's leaf
-// certificate, as seen after a handshake (http.Request.TLS on a server,
-// http.Response.TLS on a client). It does not verify the certificate: that
+// certificate, as seen after a handshake (http.Request.TLS on a server;
+// on a client of [Identity.NewTransport], [ConnState] of the connection).
+// It does not verify the certificate: that
 // is the handshake's job, so the result means something only for connections
 // made with [Identity.ServerTLS] or [Identity.ClientTLS]. It fails with
 // [ErrNotInGrid] when there is no peer certificate or its key is not Ed25519.

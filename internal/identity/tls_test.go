@@ -13,6 +13,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,7 +21,7 @@ import (
 )
 
 // newTestIdentity returns an Identity with a fresh key in the grid of secret.
-func newTestIdentity(t *testing.T, secret Secret) *Identity {
+func newTestIdentity(t testing.TB, secret Secret) *Identity {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -33,7 +34,7 @@ func newTestIdentity(t *testing.T, secret Secret) *Identity {
 	return id
 }
 
-func newTestSecret(t *testing.T) Secret {
+func newTestSecret(t testing.TB) Secret {
 	t.Helper()
 	s, err := NewSecret()
 	if err != nil {
@@ -99,19 +100,30 @@ func resolver(m map[NodeID]string) func(NodeID) (string, bool) {
 // get fetches url with transport tr and returns the response body.
 func get(t *testing.T, tr http.RoundTripper, url string) (*http.Response, string, error) {
 	t.Helper()
+	resp, body, _, err := getTLS(t, tr, url)
+	return resp, body, err
+}
+
+// getTLS is get that also returns the TLS state of the connection the
+// request went over (the transport's own connections carry no
+// Response.TLS: see NewTransport).
+func getTLS(t *testing.T, tr http.RoundTripper, url string) (*http.Response, string, *tls.ConnectionState, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	var conn net.Conn
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { conn = i.Conn }})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	return resp, string(body), err
+	return resp, string(body), ConnState(conn), err
 }
 
 func TestNewCertificates(t *testing.T) {
@@ -173,7 +185,7 @@ func TestTLSSameGrid(t *testing.T) {
 	defer tr.CloseIdleConnections()
 
 	for i := 0; i < 2; i++ { // the second request reuses the connection
-		resp, body, err := get(t, tr, "https://"+string(server.ID)+"/v1/who")
+		resp, body, cs, err := getTLS(t, tr, "https://"+string(server.ID)+"/v1/who")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,10 +195,10 @@ func TestTLSSameGrid(t *testing.T) {
 		if want := fmt.Sprintf("%s %x", client.ID, tls.VersionTLS13); body != want {
 			t.Fatalf("server saw %q, want %q (client ID, TLS 1.3)", body, want)
 		}
-		if resp.TLS == nil || resp.TLS.Version != tls.VersionTLS13 {
-			t.Fatalf("client negotiated %v, want TLS 1.3", resp.TLS)
+		if cs == nil || cs.Version != tls.VersionTLS13 {
+			t.Fatalf("client negotiated %v, want TLS 1.3", cs)
 		}
-		if got, err := PeerID(resp.TLS); err != nil || got != server.ID {
+		if got, err := PeerID(cs); err != nil || got != server.ID {
 			t.Fatalf("client sees peer %q, %v; want %q", got, err, server.ID)
 		}
 	}
@@ -208,14 +220,14 @@ func TestTLSByAddress(t *testing.T) {
 	tr := client.NewTransport(nil, nil)
 	defer tr.CloseIdleConnections()
 
-	resp, body, err := get(t, tr, "https://"+ts.addr+"/v1/who")
+	resp, body, cs, err := getTLS(t, tr, "https://"+ts.addr+"/v1/who")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, string(client.ID)) {
 		t.Fatalf("status %d body %q", resp.StatusCode, body)
 	}
-	if got, err := PeerID(resp.TLS); err != nil || got != server.ID {
+	if got, err := PeerID(cs); err != nil || got != server.ID {
 		t.Fatalf("PeerID = %q, %v; want %q", got, err, server.ID)
 	}
 
@@ -229,11 +241,11 @@ func TestTLSByAddress(t *testing.T) {
 	if !strings.HasPrefix(ts6.addr, "[::1]:") {
 		t.Fatalf("IPv6 address %q", ts6.addr)
 	}
-	resp, _, err = get(t, tr, "https://"+ts6.addr+"/v1/who")
+	_, _, cs, err = getTLS(t, tr, "https://"+ts6.addr+"/v1/who")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := PeerID(resp.TLS); err != nil || got != server.ID {
+	if got, err := PeerID(cs); err != nil || got != server.ID {
 		t.Fatalf("IPv6: PeerID = %q, %v; want %q", got, err, server.ID)
 	}
 }

@@ -35,6 +35,11 @@ const (
 // reads must see the stored bytes) and ignores proxy settings. Dialling and
 // the TLS handshake each time out after 10 s; there is no overall timeout,
 // since bodies stream: use the request's context.
+//
+// Its connections read ahead and gather the TLS records of each write into
+// few system calls (see rawConn). They are therefore not *tls.Conn, and
+// responses carry no Response.TLS: use [ConnState] on the connection that
+// httptrace's GotConn reports.
 func (id *Identity) NewTransport(resolve func(NodeID) (addr string, ok bool), dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
 	if dial == nil {
 		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
@@ -76,14 +81,15 @@ func (d *nodeDialer) dialTLSContext(ctx context.Context, network, addr string) (
 	}
 	cfg := d.id.ClientTLS()
 	cfg.ServerName = host
-	tc := tls.Client(conn, cfg)
+	raw := newRawConn(conn)
+	tc := tls.Client(raw, cfg)
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
 	if err := tc.HandshakeContext(hctx); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("identity: TLS handshake with %s: %w", addr, err)
 	}
-	return tc, nil
+	return &gatherConn{Conn: tc, raw: raw}, nil
 }
 
 // dialRaw resolves addr if its host is a node ID and dials it. It returns

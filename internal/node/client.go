@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -147,8 +148,18 @@ func sharePath(key sharestore.Key) string {
 
 // PutShare streams a share of size bytes (-1: not known) to a node. It
 // returns when the node has stored it durably, or refused it.
+//
+// A body that can write itself (io.WriterTo, as the object client's share
+// bodies do) is sent chunked, so that the transport hands it the
+// connection instead of copying it through a buffer; its size then goes
+// in a header of its own.
 func (c *Client) PutShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, size int64, lease sharestore.Lease) (ShareInfo, error) {
-	resp, err := c.doSized(ctx, "PUT", node, sharePath(key), r, size, map[string]string{hdrLease: hex.EncodeToString(lease[:])})
+	hdr := map[string]string{hdrLease: hex.EncodeToString(lease[:])}
+	if _, ok := r.(io.WriterTo); ok && size >= 0 {
+		hdr[hdrSize] = strconv.FormatInt(size, 10)
+		size = -1
+	}
+	resp, err := c.doSized(ctx, "PUT", node, sharePath(key), r, size, hdr)
 	if err != nil {
 		return ShareInfo{}, err
 	}

@@ -14,7 +14,6 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -162,8 +161,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
 	}
-	go n.srv.Serve(tls.NewListener(n.ln, n.srv.TLSConfig))
+	go n.srv.Serve(identity.NewTLSListener(n.ln, n.srv.TLSConfig))
 	n.client = NewClient(identity.Invite{Secret: secret, Addrs: seeds}, id)
 	switch {
 	case len(seeds) > 0 && !rejoin:

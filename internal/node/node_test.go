@@ -104,3 +104,68 @@ func TestAPIRefusesStrangersAndNonsense(t *testing.T) {
 		t.Errorf("PUT without a lease: %d", resp.StatusCode)
 	}
 }
+
+// A share body that writes itself (io.WriterTo) goes chunked with its size
+// in X-Quilt-Size; the node holds the body to that size exactly, and
+// refuses a size header that makes no sense.
+func TestChunkedShareSize(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 1})
+	c := g.NodeClient()
+	ctx := context.Background()
+	if _, err := c.Members(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	id := string(g.Nodes[0].ID())
+	rc, shares, err := codec.EncodeAll(codec.Params{K: 1, N: 2, SegmentSize: 1000}, codec.NewKey(), bytes.Repeat([]byte("y"), 5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := rc.Key.StorageIndex()
+	lease := sharestore.LeaseFor([]byte("secret"))
+	share := shares[0]
+	key := sharestore.Key{SI: si, Share: 0}
+
+	// A reader with WriteTo (but not one whose length net/http knows):
+	// sent chunked. Announced longer or shorter than what comes, it is
+	// refused as corrupt, and nothing is stored.
+	type writerTo struct{ *bytes.Reader }
+	for _, announced := range []int64{int64(len(share)) + 1, int64(len(share)) - 1} {
+		if _, err := c.PutShare(ctx, id, key, writerTo{bytes.NewReader(share)}, announced, lease); !errors.Is(err, sharestore.ErrCorrupt) {
+			t.Errorf("share of %d bytes announced as %d: %v", len(share), announced, err)
+		}
+	}
+	if _, err := c.GetShare(ctx, id, key, 0, 10); !errors.Is(err, sharestore.ErrNotFound) {
+		t.Fatalf("after refused uploads: %v", err)
+	}
+	// Right size, chunked: stored.
+	if _, err := c.PutShare(ctx, id, key, writerTo{bytes.NewReader(share)}, int64(len(share)), lease); err != nil {
+		t.Fatal(err)
+	}
+	// A body without WriteTo goes with a Content-Length, as before.
+	plain := struct{ io.Reader }{bytes.NewReader(shares[1])}
+	if _, err := c.PutShare(ctx, id, sharestore.Key{SI: si, Share: 1}, plain, int64(len(shares[1])), lease); err != nil {
+		t.Fatal(err)
+	}
+
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	member, _ := identity.New(priv, g.Invite.Secret)
+	hc := &http.Client{Transport: member.NewTransport(nil, nil)}
+	for _, tc := range []struct {
+		size   string
+		length int64 // Content-Length; -1: chunked
+	}{{"ten", -1}, {"-5", -1}, {"3", 4}} {
+		req, _ := http.NewRequest("PUT", "https://"+g.Nodes[0].Addr()+"/v1/shares/00112233445566778899aabbccddeeff/1", struct{ io.Reader }{strings.NewReader("abcd")})
+		req.ContentLength = tc.length
+		req.Header.Set("X-Quilt-Lease", strings.Repeat("00", 32))
+		req.Header.Set("X-Quilt-Size", tc.size)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "X-Quilt-Size") {
+			t.Errorf("X-Quilt-Size %q with Content-Length %d: %d %s", tc.size, tc.length, resp.StatusCode, body)
+		}
+	}
+}

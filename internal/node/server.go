@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,6 +40,31 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(s int) { w.status = s; w.ResponseWriter.WriteHeader(s) }
+
+// ReadFrom copies a body (a share, from http.ServeContent) in 256 KiB
+// writes: under TLS each write's records leave together (see
+// identity.NewTLSListener), where io.Copy's 32 KiB would take a system
+// call for every two records.
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	var buf []byte
+	select {
+	case buf = <-copyBufs:
+	default:
+		buf = make([]byte, 256<<10)
+	}
+	defer func() {
+		select {
+		case copyBufs <- buf:
+		default:
+		}
+	}()
+	return io.CopyBuffer(struct{ io.Writer }{w}, r, buf)
+}
+
+// copyBufs keeps ReadFrom's buffers (a free list: see identity's
+// gatherBufs for why not a sync.Pool).
+var copyBufs = make(chan []byte, 32)
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = 200
@@ -48,14 +74,18 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return m, err
 }
 
+// connKey keys a request's connection in its context (see
+// http.Server.ConnContext), for the peer's identity.
+type connKey struct{}
+
 func (n *Node) logRequests(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		h.ServeHTTP(sw, r)
 		peer := ""
-		if r.TLS != nil {
-			if id, err := identity.PeerID(r.TLS); err == nil {
+		if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+			if id, err := identity.PeerID(identity.ConnState(c)); err == nil {
 				peer = id.Short()
 			}
 		}
@@ -151,7 +181,16 @@ func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {
 	} else {
 		copy(lease[:], b)
 	}
-	info, err := n.store.Put(r.Context(), key, r.Body, r.ContentLength, lease)
+	size := r.ContentLength
+	if v := r.Header.Get(hdrSize); v != "" {
+		announced, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || announced < 0 || (size >= 0 && size != announced) {
+			writeError(w, fmt.Errorf("%w: bad %s header %q (body of %d bytes)", ErrBadRequest, hdrSize, v, size))
+			return
+		}
+		size = announced
+	}
+	info, err := n.store.Put(r.Context(), key, r.Body, size, lease)
 	if err != nil {
 		n.log.Info("share refused", "share", key.String(), "err", err)
 		writeError(w, err)

@@ -15,6 +15,7 @@ import (
 const (
 	hdrLease  = "X-Quilt-Lease"  // hex of the lease (hash of the delete secret) on PUT
 	hdrSecret = "X-Quilt-Secret" // hex of the delete secret on DELETE
+	hdrSize   = "X-Quilt-Size"   // a share's length on a PUT whose body is chunked
 )
 
 // kinds of error that cross the wire, so the far side can match them with
