@@ -19,55 +19,162 @@ type item struct {
 	release func()
 }
 
-// sink streams one share to one node: pieces go through a small queue and
-// a pipe into the PUT request's body. A failed or stalled sink is dropped:
-// it keeps accepting pieces (and releasing them) so the upload goes on
-// with the other shares.
+// free calls the piece's release, if any.
+func (it item) free() {
+	if it.release != nil {
+		it.release()
+	}
+}
+
+// sink streams one share to one node: pieces go through a small queue
+// into the PUT request's body (a shareBody). A failed or stalled sink is
+// dropped: it keeps accepting pieces (and releasing them) so the upload
+// goes on with the other shares.
 type sink struct {
 	share  int
 	node   string
 	q      chan item
-	pw     *io.PipeWriter
+	body   *shareBody
 	cancel context.CancelFunc
 	failed atomic.Bool
 	mu     sync.Mutex
-	err    error // the first reason the share failed
-	done   chan struct{}
-	wdone  chan struct{}
+	err    error         // the first reason the share failed
+	done   chan struct{} // closed when the node has answered
+	wdone  chan struct{} // closed when every queued piece is released
 }
 
 var errAborted = errors.New("object: upload aborted")
 
 func (c *Client) newSink(ctx context.Context, share int, node string, key sharestore.Key, size int64, lease sharestore.Lease) *sink {
 	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	s := &sink{share: share, node: node, q: make(chan item, 4), pw: pw, cancel: cancel,
+	s := &sink{share: share, node: node, q: make(chan item, 4), cancel: cancel,
 		done: make(chan struct{}), wdone: make(chan struct{})}
+	s.body = &shareBody{s: s, closed: make(chan struct{})}
 	go func() {
-		err := c.grid.PutShare(ctx, node, key, pr, size, lease)
+		err := c.grid.PutShare(ctx, node, key, s.body, size, lease)
 		if err == nil {
 			err = ctx.Err()
 		}
 		if err != nil {
 			s.fail(err)
+			cancel() // a body write still blocked on the connection ends
 		}
-		pr.CloseWithError(fmt.Errorf("object: share %d on node %.8s: %w", share, node, errOr(err, errAborted)))
+		s.body.Close()
 		close(s.done)
 	}()
 	go func() {
 		defer close(s.wdone)
-		for it := range s.q {
-			if !s.failed.Load() {
-				if _, err := pw.Write(it.b); err != nil {
-					s.failed.Store(true)
-				}
-			}
-			if it.release != nil {
-				it.release()
-			}
-		}
+		s.body.drain()
 	}()
 	return s
+}
+
+// shareBody is a share's upload as a request body. The node client's HTTP
+// transport takes it with WriteTo, which writes each piece straight from
+// the queue to the connection (no copy through a pipe, one write per
+// block); Read serves any other consumer. Every piece is released once
+// written, or unwritten once the share failed or the body was closed.
+type shareBody struct {
+	s      *sink
+	mu     sync.Mutex // held by the one consumer at a time
+	cur    item       // piece being read by Read
+	off    int        // bytes of cur already read
+	closed chan struct{}
+	once   sync.Once
+}
+
+// next returns the next piece to send: io.EOF after the last one, an
+// error if the share failed or the body was closed.
+func (b *shareBody) next() (item, error) {
+	select {
+	case it, ok := <-b.s.q:
+		if !ok {
+			// finish closes the queue; abort marks the share failed
+			// before that, so a cut-off upload never ends cleanly.
+			if b.s.failed.Load() {
+				return item{}, errOr(b.s.reason(), errAborted)
+			}
+			return item{}, io.EOF
+		}
+		if b.s.failed.Load() {
+			it.free()
+			return item{}, errOr(b.s.reason(), errAborted)
+		}
+		return it, nil
+	case <-b.closed:
+		return item{}, errAborted
+	}
+}
+
+// WriteTo writes the share's pieces to w as they are queued, until the
+// last one.
+func (b *shareBody) WriteTo(w io.Writer) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var n int64
+	if b.off < len(b.cur.b) { // a Read began this piece
+		m, err := w.Write(b.cur.b[b.off:])
+		n += int64(m)
+		b.cur.free()
+		b.cur, b.off = item{}, 0
+		if err != nil {
+			b.s.failed.Store(true)
+			return n, err
+		}
+	}
+	for {
+		it, err := b.next()
+		if err == io.EOF {
+			return n, nil
+		} else if err != nil {
+			return n, err
+		}
+		m, err := w.Write(it.b)
+		n += int64(m)
+		it.free()
+		if err != nil {
+			b.s.failed.Store(true)
+			return n, err
+		}
+	}
+}
+
+// Read implements io.Reader, for consumers without WriterTo.
+func (b *shareBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.off >= len(b.cur.b) {
+		b.cur.free()
+		b.cur, b.off = item{}, 0
+		it, err := b.next()
+		if err != nil {
+			return 0, err
+		}
+		b.cur = it
+	}
+	n := copy(p, b.cur.b[b.off:])
+	b.off += n
+	return n, nil
+}
+
+// Close ends the body: pieces still queued, or queued later, are released
+// unwritten. It does not wait for a consumer.
+func (b *shareBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// drain waits for Close and for the consumer to let go, then releases
+// every piece left, until the queue is closed.
+func (b *shareBody) drain() {
+	<-b.closed
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cur.free()
+	b.cur = item{}
+	for it := range b.s.q {
+		it.free()
+	}
 }
 
 // fail records why the share failed, keeping the first reason.
@@ -97,9 +204,7 @@ func errOr(err, def error) error {
 // progress for stall. It reports whether the share is still going.
 func (s *sink) send(it item, stall time.Duration) bool {
 	if s.failed.Load() {
-		if it.release != nil {
-			it.release()
-		}
+		it.free()
 		return false
 	}
 	select {
@@ -123,7 +228,6 @@ func (s *sink) send(it item, stall time.Duration) bool {
 // cut-off stream and stores nothing.
 func (s *sink) abort(err error) {
 	s.fail(err)
-	s.pw.CloseWithError(err)
 	s.cancel()
 }
 
@@ -131,13 +235,8 @@ func (s *sink) abort(err error) {
 // the node's answer.
 func (s *sink) finish() error {
 	close(s.q)
-	<-s.wdone
-	if !s.failed.Load() {
-		s.pw.Close()
-	} else {
-		s.pw.CloseWithError(errAborted)
-	}
 	<-s.done
+	<-s.wdone
 	s.cancel()
 	if !s.failed.Load() {
 		return nil
