@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -165,6 +166,24 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	if err != nil {
 		return nil, err
 	}
+	var quickProblems []Problem
+	if l.Segments == 1 && length > 0 {
+		plain, shares, problems, err := c.quickRead(ctx, vc, cd)
+		quickProblems = problems
+		if err == nil {
+			rep := &GetReport{Shares: shares, Problems: problems}
+			m, err := w.Write(plain[off : off+length])
+			rep.Bytes = int64(m)
+			if err != nil {
+				return rep, fmt.Errorf("object: writing output: %w", err)
+			}
+			return rep, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		c.log.Debug("quick read failed, reading the usual way", "si", fmt.Sprintf("%x", vc.SI[:]), "err", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f, err := c.locate(ctx, vc.SI, true)
@@ -172,7 +191,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 		return nil, err
 	}
 	srcs, problems := c.sources(ctx, vc, f)
-	rep := &GetReport{Problems: append(f.problems, problems...)}
+	rep := &GetReport{Problems: slices.Concat(quickProblems, f.problems, problems)}
 	if len(srcs) < rc.K {
 		return rep, unavailable(vc, f, len(srcs), rep.Problems)
 	}

@@ -112,6 +112,14 @@ func checkedSource(vc codec.VerifyCap, share int, node string, b []byte, latency
 	return &source{share: share, node: node, hashes: t.BlockHashes, roots: t.ShareRoots, latency: latency}, nil
 }
 
+// checkBlock checks block seg of the source's share against its hash.
+func (s *source) checkBlock(seg int64, b []byte) error {
+	if sharefile.BlockHash(b) != s.hashes[seg] {
+		return fmt.Errorf("%w: block %d of share %d does not match its hash", sharefile.ErrCorrupt, seg, s.share)
+	}
+	return nil
+}
+
 // trailer fetches and checks one share's trailer from one node.
 func (c *Client) trailer(ctx context.Context, vc codec.VerifyCap, share int, node string) (*source, error) {
 	l := vc.Layout()
@@ -218,8 +226,7 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 				bs.err = fmt.Errorf("reading block %d: %w", seg, err)
 				return
 			}
-			if sharefile.BlockHash(b) != src.hashes[seg] {
-				bs.err = fmt.Errorf("%w: block %d of share %d does not match its hash", sharefile.ErrCorrupt, seg, src.share)
+			if bs.err = src.checkBlock(seg, b); bs.err != nil {
 				return
 			}
 			select {
