@@ -6,7 +6,9 @@
 //	s3load -endpoint http://127.0.0.1:7780 -key ID -secret SECRET -label quilt
 //
 // It makes (and empties) a bucket named s3load-<random>. Every case is
-// bounded in count and time.
+// bounded in count and time. With -pid, it also reports the CPU time the
+// server process used per operation (read from /proc before and after
+// each phase; work the server defers past a phase's end is not counted).
 package main
 
 import (
@@ -37,6 +39,7 @@ func main() {
 	budget := flag.Duration("time", 20*time.Second, "time budget of each case")
 	quick := flag.Bool("quick", false, "skip 128 MiB")
 	only := flag.String("only", "", "run only these cases, comma-separated, of 1M, 16M, 128M, 4K (default: all)")
+	flag.IntVar(&serverPID, "pid", 0, "also report the CPU time this process (the server) spends per operation, from /proc (Linux)")
 	flag.Parse()
 	want := func(c string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), c) }
 	c := s3.New(s3.Options{BaseEndpoint: endpoint, Region: "us-east-1", UsePathStyle: true,
@@ -50,7 +53,14 @@ func main() {
 	}
 	data := make([]byte, 128<<20)
 	rand.Read(data)
-	fmt.Printf("| system | case | concurrency | PUT | GET |\n|---|---|---|---|---|\n")
+	if serverPID != 0 {
+		if _, err := cpuTime(serverPID); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("| system | case | concurrency | PUT | GET | server CPU per PUT | per GET |\n|---|---|---|---|---|---|---|\n")
+	} else {
+		fmt.Printf("| system | case | concurrency | PUT | GET |\n|---|---|---|---|---|\n")
+	}
 	sizes := []int{1 << 20, 16 << 20, 128 << 20}
 	if *quick {
 		sizes = sizes[:2]
@@ -63,24 +73,70 @@ func main() {
 			count := max(conc, min(64, int(256<<20/size)*conc/2))
 			put, get := run(ctx, c, bucket, data[:size], conc, count, *budget)
 			mb := float64(size) / 1e6
-			fmt.Printf("| %s | %d MiB | %d | %.1f MB/s | %.1f MB/s |\n", *label, size>>20, conc, put*mb, get*mb)
+			fmt.Printf("| %s | %d MiB | %d | %.1f MB/s | %.1f MB/s%s\n", *label, size>>20, conc, put.rate*mb, get.rate*mb, cpuColumns(put, get))
 		}
 	}
 	if !want("4K") {
 		return
 	}
 	put, get := run(ctx, c, bucket, data[:4096], 8, 4000, *budget)
-	fmt.Printf("| %s | 4 KiB | 8 | %.0f ops/s | %.0f ops/s |\n", *label, put, get)
+	fmt.Printf("| %s | 4 KiB | 8 | %.0f ops/s | %.0f ops/s%s\n", *label, put.rate, get.rate, cpuColumns(put, get))
+}
+
+// serverPID is the process whose CPU time is reported (0: none).
+var serverPID int
+
+// result is one phase of a case: operations per second, and the server's
+// CPU time per operation (if measured).
+type result struct {
+	rate  float64
+	cpuOp time.Duration
+}
+
+// cpuColumns ends a table row: the server CPU columns, if measured.
+func cpuColumns(put, get result) string {
+	if serverPID == 0 {
+		return " |"
+	}
+	return fmt.Sprintf(" | %.2f ms | %.2f ms |", float64(put.cpuOp.Microseconds())/1e3, float64(get.cpuOp.Microseconds())/1e3)
+}
+
+// cpuTime returns the user+system CPU time process pid has used, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	// The command name (field 2) is in parentheses and may hold spaces.
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	var ut, st int64
+	if _, err := fmt.Sscan(f[11], &ut); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %v", pid, err)
+	}
+	if _, err := fmt.Sscan(f[12], &st); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %v", pid, err)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
 
 // run PUTs count objects (stopping at the budget), then GETs them; it
-// returns operations per second of each.
-func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, count int, budget time.Duration) (float64, float64) {
+// returns operations per second of each, and the server's CPU time per
+// operation if -pid is set.
+func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, count int, budget time.Duration) (result, result) {
 	var next atomic.Int64
 	var done atomic.Int64
-	phase := func(op func(i int) error) float64 {
+	phase := func(op func(i int) error) result {
 		next.Store(0)
 		done.Store(0)
+		var cpu0 time.Duration
+		if serverPID != 0 {
+			cpu0, _ = cpuTime(serverPID)
+		}
 		start := time.Now()
 		deadline := start.Add(budget)
 		var wg sync.WaitGroup
@@ -101,7 +157,12 @@ func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, co
 			}()
 		}
 		wg.Wait()
-		return float64(done.Load()) / time.Since(start).Seconds()
+		r := result{rate: float64(done.Load()) / time.Since(start).Seconds()}
+		if serverPID != 0 && done.Load() > 0 {
+			cpu1, _ := cpuTime(serverPID)
+			r.cpuOp = (cpu1 - cpu0) / time.Duration(done.Load())
+		}
+		return r
 	}
 	keyOf := func(i int) string { return fmt.Sprintf("obj-%d-%d", len(body), i) }
 	put := phase(func(i int) error {
