@@ -41,12 +41,21 @@ type Checker struct {
 	memo map[Hash]bool // acked results, within one Check or Purge round
 }
 
-// verify checks an entry's signature, through the cache.
+// verify checks an entry's signature, through the checker's cache and the
+// process's (see sigCache).
 func (c *Checker) verify(pub ed25519.PublicKey, e *Entry, h Hash) bool {
 	if c.Verified != nil && c.Verified[h] {
 		return true
 	}
-	ok := ed25519.Verify(pub, e.signed(c.NS), e.Sig[:])
+	k, keyed := newSigKey(c.NS, h, pub)
+	ok := keyed && verifiedSigs.has(k)
+	if !ok {
+		sigChecks.Add(1)
+		ok = ed25519.Verify(pub, e.signed(c.NS), e.Sig[:])
+		if ok && keyed {
+			verifiedSigs.add(k)
+		}
+	}
 	if ok && c.Verified != nil {
 		c.Verified[h] = true
 	}
