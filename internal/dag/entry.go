@@ -201,10 +201,14 @@ type Record struct {
 	Raw   []byte // the encoding (the caller's buffer; do not modify)
 }
 
+// RawHash is the hash of an encoded record: the hash Decode gives it, if
+// it decodes.
+func RawHash(raw []byte) Hash { return blake3.Sum256(raw) }
+
 // Decode reads one record. It accepts only the canonical encoding, so a
 // record has exactly one hash.
 func Decode(raw []byte) (Record, error) {
-	r := Record{Hash: blake3.Sum256(raw), Raw: raw}
+	r := Record{Hash: RawHash(raw), Raw: raw}
 	if len(raw) == 0 {
 		return r, fmt.Errorf("%w: empty", ErrMalformed)
 	}

@@ -338,6 +338,50 @@ func TestGroupCommit(t *testing.T) {
 	}
 }
 
+// Records the replica holds already are not committed again: a batch of
+// only such writes nothing; one with a new record among them admits just
+// that one.
+func TestIngestDuplicates(t *testing.T) {
+	ns, priv, _ := dag.NewNamespace()
+	key, _ := dag.NewReadKey()
+	w := &dag.Writer{NS: ns, Key: priv, Read: key}
+	d := openDB(t, t.TempDir())
+	defer d.Close()
+	d.Open(ns, &key, dag.ObjectRules)
+	root := w.Root()
+	e, blocks := w.File(root.Hash(), nil, "k", bytes.Repeat([]byte("x"), 3000))
+	recs := append([][]byte{root.Encode(), e.Encode()}, encodeBlocks(blocks)...)
+	if res, err := d.Ingest(ns, recs); err != nil || len(res.Admitted) != len(recs) {
+		t.Fatalf("first ingest: %d of %d admitted, %v", len(res.Admitted), len(recs), err)
+	}
+	writes := pageWrites(d)
+	res, err := d.Ingest(ns, recs)
+	if err != nil || len(res.Admitted)+len(res.Rejected)+len(res.Missing) != 0 {
+		t.Fatalf("again: %+v, %v", res, err)
+	}
+	if got := pageWrites(d); got != writes {
+		t.Fatalf("a batch of records held already wrote %d pages", got-writes)
+	}
+	next := w.Entry(dag.Write, root.Hash(), []dag.Hash{e.Hash()}, "k", []byte("y"))
+	res, err = d.Ingest(ns, append(recs, next.Encode()))
+	if err != nil || len(res.Admitted) != 1 || dag.Hash(blake3Sum(res.Admitted[0])) != next.Hash() {
+		t.Fatalf("held records and a new one: %d admitted, %v", len(res.Admitted), err)
+	}
+	if got := pageWrites(d); got == writes {
+		t.Fatal("a new record was admitted without a write")
+	}
+	// Junk for a namespace never seen is still judged (and refused).
+	if res, err := d.Ingest(dag.NSID{9}, [][]byte{{0xff}}); err != nil || len(res.Rejected) != 1 {
+		t.Fatalf("junk: %+v, %v", res, err)
+	}
+}
+
+// pageWrites is how many page writes d's transactions have made.
+func pageWrites(d *DB) int64 {
+	st := d.db.Stats().TxStats
+	return st.GetWrite()
+}
+
 func blake3Sum(b []byte) [32]byte {
 	r, _ := dag.Decode(b)
 	return r.Hash
