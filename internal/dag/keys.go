@@ -93,6 +93,14 @@ func (k ReadKey) Seal(name string, content []byte) []byte {
 	return g.Seal(out, out, pt, sealAD)
 }
 
+// sealedLen is the length of what Seal makes of name and content.
+func sealedLen(name string, content []byte) int {
+	return sealNonce + len(binary.AppendUvarint(nil, uint64(len(name)))) + len(name) + len(content) + sealTag
+}
+
+// The AES-GCM nonce and tag around every sealed name and content.
+const sealNonce, sealTag = 12, 16
+
 // Open decrypts what Seal made.
 func (k ReadKey) Open(sealed []byte) (name string, content []byte, err error) {
 	g := k.aead()

@@ -93,3 +93,35 @@ func TestSignatureCacheBounded(t *testing.T) {
 		t.Fatalf("%d keys kept", len(c.cur)+len(c.old))
 	}
 }
+
+// FileInline keeps content up to its threshold in the entry, as long as
+// the sealed entry stays within MaxSealed; past either, blocks; sealedLen
+// is exactly what Seal makes.
+func TestFileInline(t *testing.T) {
+	w := newWorld(t)
+	root := w.add(w.root.Root())
+	for _, c := range []struct {
+		size, inline int
+		blocks       bool
+	}{
+		{100, InlineMax, false},
+		{4096, InlineMax, true},
+		{4096, 4096, false},
+		{4097, 4096, true},
+		{MaxSealed, MaxSealed, true}, // name, nonce and tag push it past MaxSealed
+		{MaxSealed - sealNonce - sealTag - 1 - len("f"), MaxSealed, false},
+	} {
+		content := make([]byte, c.size)
+		e, bs := w.root.FileInline(root, nil, "f", content, c.inline)
+		if (len(bs) > 0) != c.blocks {
+			t.Errorf("%d bytes, inline up to %d: %d blocks", c.size, c.inline, len(bs))
+		}
+		if got, want := len(w.key.Seal("f", content)), sealedLen("f", content); got != want {
+			t.Errorf("sealedLen %d, Seal made %d", want, got)
+		}
+		if _, err := Decode(e.Encode()); err != nil {
+			t.Errorf("%d bytes, inline up to %d: %v", c.size, c.inline, err)
+		}
+		w.add(e, bs...)
+	}
+}

@@ -131,7 +131,16 @@ func (w *Writer) Pointer(a Action, anchor Hash, prev []Hash, name string, target
 // more is split into a chain of blocks (returned for storing with the
 // entry).
 func (w *Writer) File(anchor Hash, prev []Hash, name string, content []byte) (*Entry, []*Block) {
-	if len(content) <= InlineMax {
+	return w.FileInline(anchor, prev, name, content, InlineMax)
+}
+
+// FileInline is File with content up to inline bytes sealed inline (as
+// far as MaxSealed allows). An entry with more than InlineMax inline is
+// too big for one gossip message and replicates by anti-entropy alone;
+// but it is one record where blocks would be several, each admitted
+// (stored, indexed, summed into the log's digests) at every replica.
+func (w *Writer) FileInline(anchor Hash, prev []Hash, name string, content []byte, inline int) (*Entry, []*Block) {
+	if len(content) <= inline && sealedLen(name, content) <= MaxSealed {
 		return w.Entry(Write, anchor, prev, name, content), nil
 	}
 	chunk := MaxBlock - 29 // what one sealed block holds: nonce, tag, empty name

@@ -229,7 +229,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 	rec := encodeRecord(info, nil)
 	var entry dag.Hash
 	if err := g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
-		e, blocks := w.File(a, heads, n, rec)
+		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
 		entry = e.Hash()
 		return e, blocks
 	}); err != nil {
