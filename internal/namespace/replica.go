@@ -19,9 +19,23 @@ import (
 // gossipTag starts a namespace record on the gossip layer.
 const gossipTag = 'N'
 
-// maxGossip is the largest record broadcast on gossip; bigger ones travel
-// by anti-entropy only (memberlist's messages are UDP datagrams).
+// maxGossip is the largest record broadcast on gossip; bigger ones are
+// pushed to peers (see pushLarge) and anti-entropy repairs the rest
+// (memberlist's messages are UDP datagrams).
 const maxGossip = 1100
+
+// tooLarge reports whether a record is too big for a gossip message.
+func tooLarge(raw []byte) bool { return len(raw)+33 > maxGossip }
+
+func countLarge(raws [][]byte) int {
+	n := 0
+	for _, raw := range raws {
+		if tooLarge(raw) {
+			n++
+		}
+	}
+	return n
+}
 
 // ReplicaConfig configures a Replica. Zero values are the defaults.
 type ReplicaConfig struct {
@@ -37,7 +51,14 @@ type ReplicaConfig struct {
 	// RetransmitMult scales how many times each broadcast is sent
 	// (memberlist's: mult × log(nodes+1)); default 4.
 	RetransmitMult int
-	Logger         *slog.Logger
+	// PushWait is how long records too big for gossip, written here by
+	// a client, are gathered before they are pushed to the peers;
+	// default 20 ms.
+	PushWait time.Duration
+	// PushFanout is how many peers (at random) such records are pushed
+	// to; default 16. The rest get them by anti-entropy.
+	PushFanout int
+	Logger     *slog.Logger
 }
 
 // Stats counts a replica's traffic.
@@ -50,6 +71,9 @@ type Stats struct {
 	SyncFails int64
 	Pulled    int64 // records admitted by anti-entropy
 	Pushed    int64 // records peers admitted from our pushes
+	// PushedLarge counts records too big for gossip that peers admitted
+	// from our direct pushes (see ReplicaConfig.PushFanout).
+	PushedLarge int64
 }
 
 // Replica replicates a DB's namespaces with the other nodes of a grid:
@@ -64,6 +88,14 @@ type Replica struct {
 	in    chan []byte
 	kick  chan struct{}
 	nodes atomic.Int64
+
+	// Records too big for gossip that clients wrote here, waiting to be
+	// pushed to the peers (see pushLarge).
+	pushMu      sync.Mutex
+	pending     map[dag.NSID][][]byte
+	nPending    int
+	pushKick    chan struct{}
+	pushedLarge atomic.Int64
 
 	missMu   sync.Mutex
 	missing  map[dag.NSID]map[dag.Hash]bool // reported missing since the last look
@@ -92,11 +124,17 @@ func NewReplica(cfg ReplicaConfig) *Replica {
 	if cfg.RetransmitMult <= 0 {
 		cfg.RetransmitMult = 4
 	}
+	if cfg.PushWait <= 0 {
+		cfg.PushWait = 20 * time.Millisecond
+	}
+	if cfg.PushFanout <= 0 {
+		cfg.PushFanout = 16
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r := &Replica{cfg: cfg, db: cfg.DB, log: cfg.Logger, in: make(chan []byte, 8192),
-		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		kick: make(chan struct{}, 1), pushKick: make(chan struct{}, 1), stop: make(chan struct{})}
 	r.nodes.Store(1)
 	r.queue = &memberlist.TransmitLimitedQueue{NumNodes: func() int { return int(r.nodes.Load()) }, RetransmitMult: cfg.RetransmitMult}
 	return r
@@ -136,9 +174,10 @@ func (r *Replica) Start(peers func() []Peer) {
 	r.mu.Lock()
 	r.peers = peers
 	r.mu.Unlock()
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go r.receive()
 	go r.antiEntropy()
+	go r.pushLarge()
 }
 
 // Close stops replication (it does not close the DB).
@@ -151,7 +190,7 @@ func (r *Replica) Close() {
 func (r *Replica) Stats() Stats {
 	return Stats{Received: r.received.Load(), Admitted: r.admitted.Load(), Rejected: r.rejected.Load(),
 		Dropped: r.dropped.Load(), Syncs: r.syncs.Load(), SyncFails: r.syncFails.Load(),
-		Pulled: r.pulled.Load(), Pushed: r.pushed.Load()}
+		Pulled: r.pulled.Load(), Pushed: r.pushed.Load(), PushedLarge: r.pushedLarge.Load()}
 }
 
 // Append admits records written here (or sent by a client) and, unless
@@ -167,6 +206,97 @@ func (r *Replica) Append(ns dag.NSID, raws [][]byte, fromSync bool) (Result, err
 		r.broadcast(ns, res.Admitted)
 	}
 	return res, nil
+}
+
+// maxPending bounds the records waiting to be pushed; past it they are
+// left to anti-entropy.
+const maxPending = 4096
+
+// queuePush queues admitted records too big for gossip to be pushed to
+// the peers.
+func (r *Replica) queuePush(ns dag.NSID, raws [][]byte) {
+	r.pushMu.Lock()
+	for _, raw := range raws {
+		if !tooLarge(raw) || r.nPending >= maxPending {
+			continue
+		}
+		if r.pending == nil {
+			r.pending = map[dag.NSID][][]byte{}
+		}
+		r.pending[ns] = append(r.pending[ns], raw)
+		r.nPending++
+	}
+	r.pushMu.Unlock()
+	select {
+	case r.pushKick <- struct{}{}:
+	default:
+	}
+}
+
+// pushLarge sends records too big for gossip, gathered for PushWait, to
+// up to PushFanout random peers at once, one request per peer and
+// namespace. It is how such a record reaches the other replicas in
+// milliseconds rather than in rounds of anti-entropy, without the digest
+// exchange a sync needs; the peers do not push it on (it reaches them
+// as a push, like anti-entropy's), and anti-entropy brings it to any
+// peer a push missed.
+func (r *Replica) pushLarge() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.pushKick:
+		}
+		t := time.NewTimer(r.cfg.PushWait)
+		select {
+		case <-r.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		r.pushMu.Lock()
+		pending := r.pending
+		r.pending, r.nPending = nil, 0
+		r.pushMu.Unlock()
+		r.mu.Lock()
+		peersFn := r.peers
+		r.mu.Unlock()
+		if len(pending) == 0 || peersFn == nil {
+			continue
+		}
+		peers := peersFn()
+		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+		peers = peers[:min(len(peers), r.cfg.PushFanout)]
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var wg sync.WaitGroup
+		for _, p := range peers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ns, raws := range pending {
+					if ctx.Err() != nil {
+						return
+					}
+					res, err := p.Put(ctx, ns, raws, true)
+					if err != nil {
+						r.log.Debug("push", "err", err)
+						continue
+					}
+					r.pushedLarge.Add(int64(res.Admitted))
+				}
+			}()
+		}
+		go func() {
+			select {
+			case <-r.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		wg.Wait()
+		cancel()
+	}
 }
 
 func (r *Replica) account(ns dag.NSID, res Result) {
@@ -204,13 +334,18 @@ func (r *Replica) account(ns dag.NSID, res Result) {
 }
 
 func (r *Replica) broadcast(ns dag.NSID, raws [][]byte) {
+	var large [][]byte
 	for _, raw := range raws {
-		if len(raw)+33 > maxGossip {
+		if tooLarge(raw) {
+			large = append(large, raw)
 			continue
 		}
 		msg := make([]byte, 0, 33+len(raw))
 		msg = append(append(append(msg, gossipTag), ns[:]...), raw...)
 		r.queue.QueueBroadcast(broadcast(msg))
+	}
+	if len(large) > 0 {
+		r.queuePush(ns, large)
 	}
 }
 

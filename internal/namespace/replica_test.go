@@ -132,3 +132,105 @@ func TestKicksDoNotStarveTimedSync(t *testing.T) {
 		t.Fatalf("%d syncs in 3 s of kicks with a 0.3-0.9 s sync interval", n)
 	}
 }
+
+// replicaPeer is a replica as its peers see it: pushes go through its
+// Append, as they do through the HTTP API.
+type replicaPeer struct {
+	Peer
+	r    *Replica
+	puts *atomic.Int64
+}
+
+func (p replicaPeer) Put(_ context.Context, ns dag.NSID, raws [][]byte, fromSync bool) (PutResult, error) {
+	p.puts.Add(1)
+	res, err := p.r.Append(ns, raws, fromSync)
+	return putResult(res), err
+}
+
+// TestLargeRecordsPushed: a record too big for gossip, written at one of
+// five replicas by a client, reaches the other four by one push each, long
+// before the periodic sync (a minute away here) would bring it; replicas
+// that got it by a push do not push it on; a record gossip carries is not
+// pushed.
+func TestLargeRecordsPushed(t *testing.T) {
+	ns, priv, _ := dag.NewNamespace()
+	key, _ := dag.NewReadKey()
+	w := &dag.Writer{NS: ns, Key: priv, Read: key}
+	root := w.Root()
+	const n = 5
+	dbs := make([]*DB, n)
+	reps := make([]*Replica, n)
+	peers := make([]Peer, n)
+	var puts, syncs atomic.Int64
+	for i := range n {
+		dbs[i] = openDB(t, t.TempDir())
+		defer dbs[i].Close()
+		dbs[i].Open(ns, &key, dag.ObjectRules)
+		if _, err := dbs[i].Ingest(ns, [][]byte{root.Encode()}); err != nil {
+			t.Fatal(err)
+		}
+		reps[i] = NewReplica(ReplicaConfig{DB: dbs[i], SyncInterval: time.Minute})
+		peers[i] = replicaPeer{&countingPeer{Peer: dbs[i].AsPeer()}, reps[i], &puts}
+	}
+	for i := range n {
+		reps[i].Start(func() []Peer {
+			var out []Peer
+			for j, p := range peers {
+				if j != i {
+					out = append(out, p)
+				}
+			}
+			return out
+		})
+		defer reps[i].Close()
+	}
+	countSyncs := func() int64 {
+		syncs.Store(0)
+		for _, p := range peers {
+			syncs.Add(p.(replicaPeer).Peer.(*countingPeer).syncs.Load())
+		}
+		return syncs.Load()
+	}
+
+	small := w.Entry(dag.Write, root.Hash(), nil, "small", []byte("x"))
+	if _, err := reps[0].Append(ns, [][]byte{small.Encode()}, false); err != nil {
+		t.Fatal(err)
+	}
+	large, blocks := w.FileInline(root.Hash(), nil, "large", bytes.Repeat([]byte("y"), 4000), dag.MaxSealed)
+	if len(blocks) != 0 || !tooLarge(large.Encode()) {
+		t.Fatalf("test entry: %d blocks, %d bytes", len(blocks), len(large.Encode()))
+	}
+	if _, err := reps[0].Append(ns, [][]byte{large.Encode()}, false); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	everywhere := func() bool {
+		for _, d := range dbs {
+			if len(d.Get(ns, []dag.Hash{large.Hash()})) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for !everywhere() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !everywhere() {
+		t.Fatal("after 10 s the large record is not everywhere")
+	}
+	time.Sleep(300 * time.Millisecond) // a push on would have happened by now
+	if p := puts.Load(); p != n-1 {
+		t.Errorf("%d pushes, want %d: one to each peer, none passed on", p, n-1)
+	}
+	if s := countSyncs(); s != 0 {
+		t.Errorf("%d anti-entropy syncs", s)
+	}
+	if st := reps[0].Stats(); st.PushedLarge != n-1 {
+		t.Errorf("PushedLarge %d, want %d", st.PushedLarge, n-1)
+	}
+	for i, d := range dbs[1:] {
+		if len(d.Get(ns, []dag.Hash{small.Hash()})) != 0 {
+			t.Errorf("replica %d got the small record, which only gossip (absent here) carries", i+1)
+		}
+	}
+}
