@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The S3 gateway beside MinIO, one run, one load program (bench/s3load):
+# a fresh `quilt up` (10 nodes and the gateway, in a temporary directory),
+# then MinIO in erasure mode on 4 folders of the same disk. Each system's
+# server CPU per operation is measured too (s3load -pid).
+#
+#   ./bench/s3-vs-minio.sh                  # every case
+#   ONLY=4K ./bench/s3-vs-minio.sh          # only 4 KiB objects (also 1M, 16M, 128M)
+#   MINIO=/path/to/minio ./bench/s3-vs-minio.sh
+#
+# MinIO is built with `go install github.com/minio/minio@latest` unless
+# MINIO names a binary (the build takes several minutes on two cores).
+# Everything listens on 127.0.0.1; every case is bounded in count and time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin/quilt}
+TIME=${TIME:-15s}
+go build -o "$BIN" ./cmd/quilt
+work=$(mktemp -d /var/tmp/s3-vs-minio.XXXXXX)
+go build -o "$work/s3load" ./bench/s3load
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+only=()
+[ -n "${ONLY:-}" ] && only=(-only "$ONLY")
+
+# Quilt.
+export QUILT_HOME="$work/home"
+"$BIN" up --nodes 10 --port 0 --dir "$work/grid" >"$work/up.log" 2>&1 &
+up=$!
+pids+=("$up")
+for _ in $(seq 300); do [ -s "$work/grid/gateway/s3.env" ] && break; sleep 0.1; done
+[ -s "$work/grid/gateway/s3.env" ] || { cat "$work/up.log"; echo "grid did not start" >&2; exit 1; }
+(
+	. "$work/grid/gateway/s3.env"
+	"$work/s3load" -label Quilt -time "$TIME" -pid "$up" "${only[@]}"
+)
+kill -INT "$up"; wait "$up" || true
+pids=()
+
+# MinIO.
+minio=${MINIO:-}
+if [ -z "$minio" ]; then
+	GOBIN="$work" go install github.com/minio/minio@latest
+	minio="$work/minio"
+fi
+mkdir -p "$work"/m{1,2,3,4}
+MINIO_CI_CD=1 MINIO_ROOT_USER=s3load MINIO_ROOT_PASSWORD=s3load-secret-key \
+	"$minio" server "$work"/m{1...4} --address 127.0.0.1:9123 --console-address 127.0.0.1:9124 >"$work/minio.log" 2>&1 &
+mp=$!
+pids+=("$mp")
+for _ in $(seq 300); do curl -sf http://127.0.0.1:9123/minio/health/ready >/dev/null && break; sleep 0.1; done
+"$work/s3load" -endpoint http://127.0.0.1:9123 -key s3load -secret s3load-secret-key -label MinIO -time "$TIME" -pid "$mp" "${only[@]}"
