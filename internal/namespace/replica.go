@@ -212,6 +212,20 @@ func (r *Replica) Append(ns dag.NSID, raws [][]byte, fromSync bool) (Result, err
 // left to anti-entropy.
 const maxPending = 4096
 
+// pushBytes bounds one push request (the API takes up to maxBody).
+const pushBytes = 8 << 20
+
+// pushChunk is how many of raws (at least one) go in one push request:
+// at most batch records and pushBytes bytes.
+func pushChunk(raws [][]byte) int {
+	n, size := 0, 0
+	for n < len(raws) && n < batch && (n == 0 || size+len(raws[n]) <= pushBytes) {
+		size += len(raws[n])
+		n++
+	}
+	return n
+}
+
 // queuePush queues admitted records too big for gossip to be pushed to
 // the peers.
 func (r *Replica) queuePush(ns dag.NSID, raws [][]byte) {
@@ -275,15 +289,19 @@ func (r *Replica) pushLarge() {
 			go func() {
 				defer wg.Done()
 				for ns, raws := range pending {
-					if ctx.Err() != nil {
-						return
+					for len(raws) > 0 {
+						if ctx.Err() != nil {
+							return
+						}
+						n := pushChunk(raws)
+						res, err := p.Put(ctx, ns, raws[:n], true)
+						raws = raws[n:]
+						if err != nil {
+							r.log.Debug("push", "err", err)
+							break // anti-entropy will bring it
+						}
+						r.pushedLarge.Add(int64(res.Admitted))
 					}
-					res, err := p.Put(ctx, ns, raws, true)
-					if err != nil {
-						r.log.Debug("push", "err", err)
-						continue
-					}
-					r.pushedLarge.Add(int64(res.Admitted))
 				}
 			}()
 		}

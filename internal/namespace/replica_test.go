@@ -234,3 +234,28 @@ func TestLargeRecordsPushed(t *testing.T) {
 		}
 	}
 }
+
+// Pushes are cut into requests of at most batch records and pushBytes
+// bytes, each with at least one record.
+func TestPushChunk(t *testing.T) {
+	rec := func(n, size int) [][]byte {
+		out := make([][]byte, n)
+		for i := range out {
+			out[i] = make([]byte, size)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		raws [][]byte
+		want int
+	}{
+		{rec(1, 100), 1},
+		{rec(3000, 2000), batch},
+		{rec(1000, 16<<10), pushBytes / (16 << 10)},
+		{rec(2, pushBytes+1), 1},
+	} {
+		if got := pushChunk(c.raws); got != c.want {
+			t.Errorf("%d records of %d bytes: %d in a push, want %d", len(c.raws), len(c.raws[0]), got, c.want)
+		}
+	}
+}
