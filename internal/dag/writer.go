@@ -136,9 +136,10 @@ func (w *Writer) File(anchor Hash, prev []Hash, name string, content []byte) (*E
 
 // FileInline is File with content up to inline bytes sealed inline (as
 // far as MaxSealed allows). An entry with more than InlineMax inline is
-// too big for one gossip message and replicates by anti-entropy alone;
-// but it is one record where blocks would be several, each admitted
-// (stored, indexed, summed into the log's digests) at every replica.
+// too big for one gossip message (replicas pass it on by direct pushes
+// and anti-entropy instead), but it is one record where blocks would be
+// several, each admitted (stored, indexed, summed into the log's
+// digests) at every replica.
 func (w *Writer) FileInline(anchor Hash, prev []Hash, name string, content []byte, inline int) (*Entry, []*Block) {
 	if len(content) <= inline && sealedLen(name, content) <= MaxSealed {
 		return w.Entry(Write, anchor, prev, name, content), nil

@@ -27,16 +27,6 @@ const maxGossip = 1100
 // tooLarge reports whether a record is too big for a gossip message.
 func tooLarge(raw []byte) bool { return len(raw)+33 > maxGossip }
 
-func countLarge(raws [][]byte) int {
-	n := 0
-	for _, raw := range raws {
-		if tooLarge(raw) {
-			n++
-		}
-	}
-	return n
-}
-
 // ReplicaConfig configures a Replica. Zero values are the defaults.
 type ReplicaConfig struct {
 	DB *DB

@@ -33,13 +33,10 @@ type PutResult struct {
 
 // SyncStats counts what one sync exchanged.
 type SyncStats struct {
-	Rounds int // requests made
-	Pulled int // records we admitted
-	// PulledLarge counts those too big for a gossip message, which
-	// spread only by anti-entropy (see Replica).
-	PulledLarge int
-	Pushed      int // records the peer admitted
-	Rejected    int // records we refused
+	Rounds   int // requests made
+	Pulled   int // records we admitted
+	Pushed   int // records the peer admitted
+	Rejected int // records we refused
 }
 
 // batch is how many records one request carries.
@@ -125,7 +122,6 @@ func Sync(ctx context.Context, db *DB, ns dag.NSID, p Peer, push bool) (SyncStat
 				return st, err
 			}
 			st.Pulled += len(res.Admitted)
-			st.PulledLarge += countLarge(res.Admitted)
 			st.Rejected += len(res.Rejected)
 			missing = append(missing, res.Missing...)
 			want = want[n:]
