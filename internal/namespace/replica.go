@@ -81,11 +81,12 @@ type Replica struct {
 
 	// Records too big for gossip that clients wrote here, waiting to be
 	// pushed to the peers (see pushLarge).
-	pushMu      sync.Mutex
-	pending     map[dag.NSID][][]byte
-	nPending    int
-	pushKick    chan struct{}
-	pushedLarge atomic.Int64
+	pushMu       sync.Mutex
+	pending      map[dag.NSID][][]byte
+	nPending     int
+	pendingBytes int
+	pushKick     chan struct{}
+	pushedLarge  atomic.Int64
 
 	missMu   sync.Mutex
 	missing  map[dag.NSID]map[dag.Hash]bool // reported missing since the last look
@@ -198,9 +199,12 @@ func (r *Replica) Append(ns dag.NSID, raws [][]byte, fromSync bool) (Result, err
 	return res, nil
 }
 
-// maxPending bounds the records waiting to be pushed; past it they are
-// left to anti-entropy.
-const maxPending = 4096
+// maxPending and maxPendingBytes bound the records waiting to be pushed;
+// past them records are left to anti-entropy.
+const (
+	maxPending      = 4096
+	maxPendingBytes = 16 << 20
+)
 
 // pushBytes bounds one push request (the API takes up to maxBody).
 const pushBytes = 8 << 20
@@ -221,7 +225,7 @@ func pushChunk(raws [][]byte) int {
 func (r *Replica) queuePush(ns dag.NSID, raws [][]byte) {
 	r.pushMu.Lock()
 	for _, raw := range raws {
-		if !tooLarge(raw) || r.nPending >= maxPending {
+		if !tooLarge(raw) || r.nPending >= maxPending || r.pendingBytes+len(raw) > maxPendingBytes {
 			continue
 		}
 		if r.pending == nil {
@@ -229,6 +233,7 @@ func (r *Replica) queuePush(ns dag.NSID, raws [][]byte) {
 		}
 		r.pending[ns] = append(r.pending[ns], raw)
 		r.nPending++
+		r.pendingBytes += len(raw)
 	}
 	r.pushMu.Unlock()
 	select {
@@ -261,7 +266,7 @@ func (r *Replica) pushLarge() {
 		}
 		r.pushMu.Lock()
 		pending := r.pending
-		r.pending, r.nPending = nil, 0
+		r.pending, r.nPending, r.pendingBytes = nil, 0, 0
 		r.pushMu.Unlock()
 		r.mu.Lock()
 		peersFn := r.peers
