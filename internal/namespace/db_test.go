@@ -303,16 +303,22 @@ func TestObjectKeys(t *testing.T) {
 	}
 }
 
-// TestGroupCommit: concurrent ingests are all admitted (committed
-// together), each caller getting its own result.
-func TestGroupCommit(t *testing.T) {
+// objectNamespace makes an object namespace, its root writer, its root
+// entry (not yet ingested) and a DB that holds its read key.
+func objectNamespace(t *testing.T) (dag.NSID, *dag.Writer, *dag.Entry, *DB) {
 	ns, priv, _ := dag.NewNamespace()
 	key, _ := dag.NewReadKey()
 	w := &dag.Writer{NS: ns, Key: priv, Read: key}
 	d := openDB(t, t.TempDir())
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
 	d.Open(ns, &key, dag.ObjectRules)
-	root := w.Root()
+	return ns, w, w.Root(), d
+}
+
+// TestGroupCommit: concurrent ingests are all admitted (committed
+// together), each caller getting its own result.
+func TestGroupCommit(t *testing.T) {
+	ns, w, root, d := objectNamespace(t)
 	if _, err := d.Ingest(ns, [][]byte{root.Encode()}); err != nil {
 		t.Fatal(err)
 	}
@@ -342,13 +348,7 @@ func TestGroupCommit(t *testing.T) {
 // only such writes nothing; one with a new record among them admits just
 // that one.
 func TestIngestDuplicates(t *testing.T) {
-	ns, priv, _ := dag.NewNamespace()
-	key, _ := dag.NewReadKey()
-	w := &dag.Writer{NS: ns, Key: priv, Read: key}
-	d := openDB(t, t.TempDir())
-	defer d.Close()
-	d.Open(ns, &key, dag.ObjectRules)
-	root := w.Root()
+	ns, w, root, d := objectNamespace(t)
 	e, blocks := w.File(root.Hash(), nil, "k", bytes.Repeat([]byte("x"), 3000))
 	recs := append([][]byte{root.Encode(), e.Encode()}, encodeBlocks(blocks)...)
 	if res, err := d.Ingest(ns, recs); err != nil || len(res.Admitted) != len(recs) {

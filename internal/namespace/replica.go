@@ -257,12 +257,8 @@ func (r *Replica) pushLarge() {
 			return
 		case <-r.pushKick:
 		}
-		t := time.NewTimer(r.cfg.PushWait)
-		select {
-		case <-r.stop:
-			t.Stop()
+		if !r.sleep(r.cfg.PushWait) {
 			return
-		case <-t.C:
 		}
 		r.pushMu.Lock()
 		pending := r.pending
@@ -438,12 +434,8 @@ func (r *Replica) antiEntropy() {
 			// while (or the periodic sync is due); under a stream of
 			// writes, syncing at every such moment costs more than the
 			// writes.
-			g := time.NewTimer(r.cfg.KickWait)
-			select {
-			case <-r.stop:
-				g.Stop()
+			if !r.sleep(r.cfg.KickWait) {
 				return
-			case <-g.C:
 			}
 			if !r.stillMissing() && time.Now().Before(due) {
 				continue
@@ -463,6 +455,19 @@ func (r *Replica) antiEntropy() {
 		r.SyncOnce(ctx)
 		close(done)
 		cancel()
+	}
+}
+
+// sleep waits for d, or until the replica is closed (then it returns
+// false).
+func (r *Replica) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
