@@ -176,10 +176,12 @@ func TestConfigFilesystemProcesses(t *testing.T) {
 	if _, err := cfs("bob", 1, "x", "write", "/srv/bob.conf"); err == nil {
 		t.Fatal("bob wrote outside his grant")
 	}
-	keys := must(cfs("carol", 2, "", "keys"))
-	if !strings.Contains(keys, "bob") || !strings.Contains(keys, "/etc") {
-		t.Fatalf("keys:\n%s", keys)
-	}
+	// The grant reaches carol's node by gossip, maybe a moment after
+	// bob's: wait for it as for everything else that crosses nodes.
+	eventually("carol's node lists bob's key under /etc", func() bool {
+		keys, err := cfs("carol", 2, "", "keys")
+		return err == nil && strings.Contains(keys, "bob") && strings.Contains(keys, "/etc")
+	})
 	// A revocation keeps what the revoker has seen: wait until bob's
 	// write has reached alice's node.
 	eventually("alice sees bob's file", func() bool {
