@@ -120,20 +120,30 @@ func (s *source) checkBlock(seg int64, b []byte) error {
 	return nil
 }
 
+// readRange fetches n bytes of a share from offset off on one node, whole:
+// a node that sends fewer has sent a corrupt share.
+func (c *Client) readRange(ctx context.Context, si sharefile.SI, share int, node string, off, n int64) ([]byte, error) {
+	rd, err := c.grid.GetShare(ctx, node, sharestore.Key{SI: si, Share: share}, off, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	b := make([]byte, n)
+	if _, err := io.ReadFull(rd, b); err != nil {
+		return nil, fmt.Errorf("%w: short read of %d bytes at %d of share %d: %v", sharefile.ErrCorrupt, n, off, share, err)
+	}
+	return b, nil
+}
+
 // trailer fetches and checks one share's trailer from one node.
 func (c *Client) trailer(ctx context.Context, vc codec.VerifyCap, share int, node string) (*source, error) {
 	l := vc.Layout()
 	ctx, cancel := context.WithTimeout(ctx, c.opt.Stall)
 	defer cancel()
 	start := time.Now()
-	rd, err := c.grid.GetShare(ctx, node, sharestore.Key{SI: vc.SI, Share: share}, l.TrailerOffset(), int64(l.TrailerLen()))
+	b, err := c.readRange(ctx, vc.SI, share, node, l.TrailerOffset(), int64(l.TrailerLen()))
 	if err != nil {
 		return nil, err
-	}
-	defer rd.Close()
-	b := make([]byte, l.TrailerLen())
-	if _, err := io.ReadFull(rd, b); err != nil {
-		return nil, fmt.Errorf("%w: short trailer: %v", sharefile.ErrCorrupt, err)
 	}
 	t, err := vc.CheckTrailer(share, b)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"github.com/quilt-grid/quilt/internal/codec"
@@ -90,14 +89,9 @@ func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Co
 // capability.
 func (c *Client) wholeShare(ctx context.Context, vc codec.VerifyCap, share int, node string) ([]byte, error) {
 	l := vc.Layout()
-	rd, err := c.grid.GetShare(ctx, node, sharestore.Key{SI: vc.SI, Share: share}, 0, l.ShareSize())
+	b, err := c.readRange(ctx, vc.SI, share, node, 0, l.ShareSize())
 	if err != nil {
 		return nil, err
-	}
-	defer rd.Close()
-	b := make([]byte, l.ShareSize())
-	if _, err := io.ReadFull(rd, b); err != nil {
-		return nil, fmt.Errorf("%w: short share: %v", sharefile.ErrCorrupt, err)
 	}
 	src, err := checkedSource(vc, share, node, b[l.TrailerOffset():], 0)
 	if err != nil {
