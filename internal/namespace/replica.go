@@ -95,9 +95,10 @@ type Replica struct {
 
 	mu    sync.Mutex
 	peers func() []Peer
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	once  sync.Once
+	// ctx is cancelled by Close: it ends the loops and their requests.
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 
 	received, admitted, rejected, dropped, syncs, syncFails, pulled, pushed atomic.Int64
 }
@@ -125,7 +126,8 @@ func NewReplica(cfg ReplicaConfig) *Replica {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	r := &Replica{cfg: cfg, db: cfg.DB, log: cfg.Logger, in: make(chan []byte, 8192),
-		kick: make(chan struct{}, 1), pushKick: make(chan struct{}, 1), stop: make(chan struct{})}
+		kick: make(chan struct{}, 1), pushKick: make(chan struct{}, 1)}
+	r.ctx, r.stop = context.WithCancel(context.Background())
 	r.nodes.Store(1)
 	r.queue = &memberlist.TransmitLimitedQueue{NumNodes: func() int { return int(r.nodes.Load()) }, RetransmitMult: cfg.RetransmitMult}
 	return r
@@ -173,7 +175,7 @@ func (r *Replica) Start(peers func() []Peer) {
 
 // Close stops replication (it does not close the DB).
 func (r *Replica) Close() {
-	r.once.Do(func() { close(r.stop) })
+	r.stop()
 	r.wg.Wait()
 }
 
@@ -220,12 +222,12 @@ func pushChunk(raws [][]byte) int {
 	return n
 }
 
-// queuePush queues admitted records too big for gossip to be pushed to
-// the peers.
+// queuePush queues admitted records too big for gossip (broadcast picks
+// them) to be pushed to the peers.
 func (r *Replica) queuePush(ns dag.NSID, raws [][]byte) {
 	r.pushMu.Lock()
 	for _, raw := range raws {
-		if !tooLarge(raw) || r.nPending >= maxPending || r.pendingBytes+len(raw) > maxPendingBytes {
+		if r.nPending >= maxPending || r.pendingBytes+len(raw) > maxPendingBytes {
 			continue
 		}
 		if r.pending == nil {
@@ -253,7 +255,7 @@ func (r *Replica) pushLarge() {
 	defer r.wg.Done()
 	for {
 		select {
-		case <-r.stop:
+		case <-r.ctx.Done():
 			return
 		case <-r.pushKick:
 		}
@@ -273,7 +275,7 @@ func (r *Replica) pushLarge() {
 		peers := peersFn()
 		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 		peers = peers[:min(len(peers), r.cfg.PushFanout)]
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 		var wg sync.WaitGroup
 		for _, p := range peers {
 			wg.Add(1)
@@ -296,13 +298,6 @@ func (r *Replica) pushLarge() {
 				}
 			}()
 		}
-		go func() {
-			select {
-			case <-r.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		wg.Wait()
 		cancel()
 	}
@@ -383,7 +378,7 @@ func (r *Replica) receive() {
 	for {
 		var msgs [][]byte
 		select {
-		case <-r.stop:
+		case <-r.ctx.Done():
 			return
 		case m := <-r.in:
 			msgs = append(msgs, m)
@@ -422,7 +417,7 @@ func (r *Replica) antiEntropy() {
 	for {
 		t := time.NewTimer(time.Until(due))
 		select {
-		case <-r.stop:
+		case <-r.ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
@@ -443,18 +438,7 @@ func (r *Replica) antiEntropy() {
 		}
 		r.forgetMissing() // the sync brings whatever is missing
 		due = time.Now().Add(interval())
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			select {
-			case <-r.stop:
-				cancel()
-			case <-done:
-			}
-		}()
-		r.SyncOnce(ctx)
-		close(done)
-		cancel()
+		r.SyncOnce(r.ctx)
 	}
 }
 
@@ -464,7 +448,7 @@ func (r *Replica) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-r.stop:
+	case <-r.ctx.Done():
 		return false
 	case <-t.C:
 		return true
