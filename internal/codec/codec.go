@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/reedsolomon"
@@ -204,6 +205,10 @@ func (c *Codec) Reconstruct(blocks [][]byte) error {
 // (missing ones nil), appending the plaintext (plainLen bytes) to dst.
 // Present blocks must already be verified against their hashes; Decode may
 // fill in nil entries of blocks.
+//
+// The ciphertext is gathered in dst's spare capacity and opened in place,
+// so a dst with room for the k blocks (k × the block length) needs no
+// allocation; after an error, what lies past len(dst) is undefined.
 func (c *Codec) Decode(dst []byte, index int64, last bool, plainLen int, blocks [][]byte) ([]byte, error) {
 	if present(blocks) < c.p.K {
 		return dst, ErrTooFewBlocks
@@ -214,16 +219,20 @@ func (c *Codec) Decode(dst []byte, index int64, last bool, plainLen int, blocks 
 		}
 	}
 	ctLen := plainLen + sharefile.Overhead
-	ct := make([]byte, 0, len(blocks[0])*c.p.K)
+	in := dst
+	dst = slices.Grow(dst, len(blocks[0])*c.p.K)
+	ct := dst[len(dst):len(dst)]
 	for i := range c.p.K {
 		ct = append(ct, blocks[i]...)
 	}
 	if len(ct) < ctLen {
-		return dst, fmt.Errorf("codec: segment %d: %d ciphertext bytes, want %d", index, len(ct), ctLen)
+		return in, fmt.Errorf("codec: segment %d: %d ciphertext bytes, want %d", index, len(ct), ctLen)
 	}
+	// The plaintext lands where the ciphertext starts: the exact overlap
+	// that cipher.AEAD allows.
 	out, err := c.aead.Open(dst, nonce(index), ct[:ctLen], aad(index, last))
 	if err != nil {
-		return dst, fmt.Errorf("%w (segment %d)", ErrDecrypt, index)
+		return in, fmt.Errorf("%w (segment %d)", ErrDecrypt, index)
 	}
 	return out, nil
 }

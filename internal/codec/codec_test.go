@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -177,6 +178,40 @@ func TestWrongKey(t *testing.T) {
 	}
 }
 
+// Decode appends to dst, opening the segment in dst's spare room: with
+// room for k blocks it allocates nothing, and a failed open leaves dst as
+// it was.
+func TestDecodeInPlace(t *testing.T) {
+	p := Params{3, 10, 4096}
+	c, _ := New(p, NewKey())
+	seg := c.NewSegment()
+	plain := randBytes(rand.New(rand.NewPCG(1, 2)), 4000)
+	if err := c.Encode(seg, 0, true, plain); err != nil {
+		t.Fatal(err)
+	}
+	blocks := slices.Clone(seg.Blocks)
+	buf := make([]byte, 0, 3+p.K*p.BlockSize())
+	buf = append(buf, "abc"...)
+	got, err := c.Decode(buf, 0, true, len(plain), blocks)
+	if err != nil || string(got[:3]) != "abc" || !bytes.Equal(got[3:], plain) {
+		t.Fatalf("decode after a prefix: %v", err)
+	}
+	// (Nonce and associated data are a few bytes on the heap; a segment
+	// copied would be kilobytes.)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 20 {
+		c.Decode(buf, 0, true, len(plain), blocks)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / 20; per > 256 {
+		t.Errorf("decode with room allocated %d bytes a call", per)
+	}
+	if got, err := c.Decode(buf, 0, false, len(plain), blocks); !errors.Is(err, ErrDecrypt) || string(got) != "abc" {
+		t.Fatalf("failed open: got %q, %v", got, err)
+	}
+}
+
 // Segments cannot be reordered, truncated or passed off as the last one.
 func TestSegmentsBound(t *testing.T) {
 	p := Params{2, 4, 64}
@@ -265,7 +300,7 @@ func benchmarkParams(b *testing.B, p Params) {
 		if p.N == p.K {
 			copy(src, seg.Blocks)
 		}
-		dst := make([]byte, 0, p.SegmentSize)
+		dst := make([]byte, 0, p.K*p.BlockSize()) // room to open in place
 		blocks := make([][]byte, p.N)
 		b.SetBytes(int64(p.SegmentSize))
 		for b.Loop() {

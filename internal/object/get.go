@@ -210,7 +210,8 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 		err    error
 		done   chan struct{}
 	}
-	bufs := sync.Pool{New: func() any { return make([]byte, 0, rc.SegmentSize) }}
+	// Room for a segment's k blocks: Decode opens them in place.
+	bufs := sync.Pool{New: func() any { return make([]byte, 0, rc.K*rc.Params.BlockSize()) }}
 	ordered := make(chan *djob, c.opt.Workers+2)
 	work := make(chan *djob, c.opt.Workers)
 	fetched := make(chan struct{})
