@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The S3 gateway beside MinIO, one run, one load program (bench/s3load):
-# a fresh `quilt up` (10 nodes and the gateway, in a temporary directory),
-# then MinIO in erasure mode on 4 folders of the same disk. Each system's
-# server CPU per operation is measured too (s3load -pid).
+# a fresh grid of 10 `quilt node` processes and a `quilt gateway` process
+# (in a temporary directory), then MinIO in erasure mode on 4 folders of
+# the same disk. Each system's server CPU per operation is measured too
+# (s3load -pid; for Quilt the eleven processes together).
 #
 #   ./bench/s3-vs-minio.sh                  # every case
 #   ONLY=4K ./bench/s3-vs-minio.sh          # only 4 KiB objects (also 1M, 16M, 128M)
+#   GRID=up ./bench/s3-vs-minio.sh          # the grid as one `quilt up` process instead
 #   MINIO=/path/to/minio ./bench/s3-vs-minio.sh
 #
 # MinIO is built with `go install github.com/minio/minio@latest` unless
@@ -29,16 +31,39 @@ only=()
 
 # Quilt.
 export QUILT_HOME="$work/home"
-"$BIN" up --nodes 10 --port 0 --dir "$work/grid" >"$work/up.log" 2>&1 &
-up=$!
-pids+=("$up")
-for _ in $(seq 300); do [ -s "$work/grid/gateway/s3.env" ] && break; sleep 0.1; done
-[ -s "$work/grid/gateway/s3.env" ] || { cat "$work/up.log"; echo "grid did not start" >&2; exit 1; }
+env=""
+if [ "${GRID:-procs}" = up ]; then
+	"$BIN" up --nodes 10 --port 0 --dir "$work/grid" >"$work/up.log" 2>&1 &
+	pids+=($!)
+	env="$work/grid/gateway/s3.env"
+else
+	# Ten node processes, as a grid of ten machines would run them, and
+	# the gateway in a process of its own.
+	"$BIN" node --data "$work/n1" --listen 127.0.0.1:0 >"$work/n1.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 300); do [ -s "$work/n1/invite" ] && break; sleep 0.1; done
+	[ -s "$work/n1/invite" ] || { cat "$work/n1.log"; echo "the first node did not start" >&2; exit 1; }
+	invite=$(cat "$work/n1/invite")
+	for i in $(seq 2 10); do
+		"$BIN" node --data "$work/n$i" --listen 127.0.0.1:0 --join "$invite" >"$work/n$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for _ in $(seq 300); do
+		[ "$("$BIN" nodes --grid "$invite" 2>/dev/null | grep -c ' alive ')" = 10 ] && break
+		sleep 0.2
+	done
+	"$BIN" gateway --grid "$invite" --s3 127.0.0.1:0 --dir "$work/gateway" >"$work/gateway.log" 2>&1 &
+	pids+=($!)
+	env="$work/gateway/s3.env"
+fi
+for _ in $(seq 300); do [ -s "$env" ] && break; sleep 0.1; done
+[ -s "$env" ] || { cat "$work"/*.log; echo "grid did not start" >&2; exit 1; }
 (
-	. "$work/grid/gateway/s3.env"
-	"$work/s3load" -label Quilt -time "$TIME" -pid "$up" "${only[@]}"
+	. "$env"
+	"$work/s3load" -label Quilt -time "$TIME" -pid "$(IFS=,; echo "${pids[*]}")" "${only[@]}"
 )
-kill -INT "$up"; wait "$up" || true
+for p in "${pids[@]}"; do kill -INT "$p"; done
+for p in "${pids[@]}"; do wait "$p" || true; done
 pids=()
 
 # MinIO.

@@ -21,6 +21,7 @@ import (
 	"log"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,8 +40,19 @@ func main() {
 	budget := flag.Duration("time", 20*time.Second, "time budget of each case")
 	quick := flag.Bool("quick", false, "skip 128 MiB")
 	only := flag.String("only", "", "run only these cases, comma-separated, of 1M, 16M, 128M, 4K (default: all)")
-	flag.IntVar(&serverPID, "pid", 0, "also report the CPU time this process (the server) spends per operation, from /proc (Linux)")
+	pids := flag.String("pid", "", "also report the CPU time the server spends per operation, from /proc (Linux): its process ID, or a comma-separated list whose times are added (a grid of node processes and a gateway)")
+	maxCount := flag.Int("count", 64, "at most this many objects in each case of 1 MiB and more (4 KiB: 4,000)")
 	flag.Parse()
+	for _, f := range strings.Split(*pids, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			log.Fatalf("-pid: %q is not a process ID", f)
+		}
+		serverPIDs = append(serverPIDs, pid)
+	}
 	want := func(c string) bool { return *only == "" || slices.Contains(strings.Split(*only, ","), c) }
 	c := s3.New(s3.Options{BaseEndpoint: endpoint, Region: "us-east-1", UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(*key, *secret, "")})
@@ -53,8 +65,8 @@ func main() {
 	}
 	data := make([]byte, 128<<20)
 	rand.Read(data)
-	if serverPID != 0 {
-		if _, err := cpuTime(serverPID); err != nil {
+	if len(serverPIDs) > 0 {
+		if _, err := cpuTime(); err != nil {
 			log.Fatal(err)
 		}
 		fmt.Printf("| system | case | concurrency | PUT | GET | server CPU per PUT | per GET |\n|---|---|---|---|---|---|---|\n")
@@ -70,7 +82,7 @@ func main() {
 			continue
 		}
 		for _, conc := range []int{1, 8} {
-			count := max(conc, min(64, int(256<<20/size)*conc/2))
+			count := max(conc, min(*maxCount, int(256<<20/size)*conc/2))
 			put, get := run(ctx, c, bucket, data[:size], conc, count, *budget)
 			mb := float64(size) / 1e6
 			fmt.Printf("| %s | %d MiB | %d | %.1f MB/s | %.1f MB/s%s\n", *label, size>>20, conc, put.rate*mb, get.rate*mb, cpuColumns(put, get))
@@ -83,8 +95,9 @@ func main() {
 	fmt.Printf("| %s | 4 KiB | 8 | %.0f ops/s | %.0f ops/s%s\n", *label, put.rate, get.rate, cpuColumns(put, get))
 }
 
-// serverPID is the process whose CPU time is reported (0: none).
-var serverPID int
+// serverPIDs are the processes whose CPU time is reported (none: no
+// report).
+var serverPIDs []int
 
 // result is one phase of a case: operations per second, and the server's
 // CPU time per operation (if measured).
@@ -95,15 +108,29 @@ type result struct {
 
 // cpuColumns ends a table row: the server CPU columns, if measured.
 func cpuColumns(put, get result) string {
-	if serverPID == 0 {
+	if len(serverPIDs) == 0 {
 		return " |"
 	}
 	return fmt.Sprintf(" | %.2f ms | %.2f ms |", float64(put.cpuOp.Microseconds())/1e3, float64(get.cpuOp.Microseconds())/1e3)
 }
 
-// cpuTime returns the user+system CPU time process pid has used, from
+// cpuTime returns the user+system CPU time the server processes have used
+// together.
+func cpuTime() (time.Duration, error) {
+	var sum time.Duration
+	for _, pid := range serverPIDs {
+		t, err := procCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += t
+	}
+	return sum, nil
+}
+
+// procCPU returns the user+system CPU time process pid has used, from
 // /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s).
-func cpuTime(pid int) (time.Duration, error) {
+func procCPU(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -134,8 +161,8 @@ func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, co
 		next.Store(0)
 		done.Store(0)
 		var cpu0 time.Duration
-		if serverPID != 0 {
-			cpu0, _ = cpuTime(serverPID)
+		if len(serverPIDs) > 0 {
+			cpu0, _ = cpuTime()
 		}
 		start := time.Now()
 		deadline := start.Add(budget)
@@ -158,8 +185,8 @@ func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, co
 		}
 		wg.Wait()
 		r := result{rate: float64(done.Load()) / time.Since(start).Seconds()}
-		if serverPID != 0 && done.Load() > 0 {
-			cpu1, _ := cpuTime(serverPID)
+		if len(serverPIDs) > 0 && done.Load() > 0 {
+			cpu1, _ := cpuTime()
 			r.cpuOp = (cpu1 - cpu0) / time.Duration(done.Load())
 		}
 		return r
