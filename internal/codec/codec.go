@@ -208,7 +208,9 @@ func (c *Codec) Reconstruct(blocks [][]byte) error {
 //
 // The ciphertext is gathered in dst's spare capacity and opened in place,
 // so a dst with room for the k blocks (k × the block length) needs no
-// allocation; after an error, what lies past len(dst) is undefined.
+// allocation, and blocks that already lie there in order (block i at
+// i × the block length past len(dst)) are not even copied; after an
+// error, what lies past len(dst) is undefined.
 func (c *Codec) Decode(dst []byte, index int64, last bool, plainLen int, blocks [][]byte) ([]byte, error) {
 	if present(blocks) < c.p.K {
 		return dst, ErrTooFewBlocks
@@ -220,10 +222,18 @@ func (c *Codec) Decode(dst []byte, index int64, last bool, plainLen int, blocks 
 	}
 	ctLen := plainLen + sharefile.Overhead
 	in := dst
-	dst = slices.Grow(dst, len(blocks[0])*c.p.K)
+	need := 0
+	for _, b := range blocks[:c.p.K] {
+		need += len(b)
+	}
+	dst = slices.Grow(dst, need)
 	ct := dst[len(dst):len(dst)]
-	for i := range c.p.K {
-		ct = append(ct, blocks[i]...)
+	for _, b := range blocks[:c.p.K] {
+		at := len(ct)
+		ct = ct[:at+len(b)]
+		if len(b) > 0 && &ct[at] != &b[0] { // a block read where it belongs stays
+			copy(ct[at:], b)
+		}
 	}
 	if len(ct) < ctLen {
 		return in, fmt.Errorf("codec: segment %d: %d ciphertext bytes, want %d", index, len(ct), ctLen)

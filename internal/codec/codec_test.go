@@ -210,6 +210,19 @@ func TestDecodeInPlace(t *testing.T) {
 	if got, err := c.Decode(buf, 0, false, len(plain), blocks); !errors.Is(err, ErrDecrypt) || string(got) != "abc" {
 		t.Fatalf("failed open: got %q, %v", got, err)
 	}
+	// Blocks already where Decode gathers them (as a quick read puts
+	// them) are opened where they lie.
+	bl := len(seg.Blocks[0])
+	room := make([]byte, p.K*bl)
+	inPlace := make([][]byte, p.N)
+	for i := range p.K {
+		inPlace[i] = room[i*bl : (i+1)*bl]
+		copy(inPlace[i], seg.Blocks[i])
+	}
+	got, err = c.Decode(room[:0], 0, true, len(plain), inPlace)
+	if err != nil || !bytes.Equal(got, plain) || &got[0] != &room[0] {
+		t.Fatalf("decode of blocks in place: %v", err)
+	}
 }
 
 // Segments cannot be reordered, truncated or passed off as the last one.

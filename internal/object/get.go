@@ -168,17 +168,20 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	}
 	var quickProblems []Problem
 	if l.Segments == 1 && length > 0 {
-		plain, shares, problems, err := c.quickRead(ctx, vc, cd)
+		buf := getQuickBuf()
+		plain, shares, problems, err := c.quickRead(ctx, vc, cd, buf)
 		quickProblems = problems
 		if err == nil {
 			rep := &GetReport{Shares: shares, Problems: problems}
 			m, err := w.Write(plain[off : off+length])
+			putQuickBuf(plain)
 			rep.Bytes = int64(m)
 			if err != nil {
 				return rep, fmt.Errorf("object: writing output: %w", err)
 			}
 			return rep, nil
 		}
+		putQuickBuf(buf)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

@@ -123,16 +123,32 @@ func (s *source) checkBlock(seg int64, b []byte) error {
 // readRange fetches n bytes of a share from offset off on one node, whole:
 // a node that sends fewer has sent a corrupt share.
 func (c *Client) readRange(ctx context.Context, si sharefile.SI, share int, node string, off, n int64) ([]byte, error) {
-	rd, err := c.grid.GetShare(ctx, node, sharestore.Key{SI: si, Share: share}, off, n)
-	if err != nil {
+	b := make([]byte, n)
+	if err := c.readInto(ctx, si, share, node, off, b); err != nil {
 		return nil, err
 	}
-	defer rd.Close()
-	b := make([]byte, n)
-	if _, err := io.ReadFull(rd, b); err != nil {
-		return nil, fmt.Errorf("%w: short read of %d bytes at %d of share %d: %v", sharefile.ErrCorrupt, n, off, share, err)
-	}
 	return b, nil
+}
+
+// readInto fetches a range of a share from offset off on one node into
+// bufs, filling one after the other (as many bytes as they hold
+// together), whole: a node that sends fewer has sent a corrupt share.
+func (c *Client) readInto(ctx context.Context, si sharefile.SI, share int, node string, off int64, bufs ...[]byte) error {
+	var n int64
+	for _, b := range bufs {
+		n += int64(len(b))
+	}
+	rd, err := c.grid.GetShare(ctx, node, sharestore.Key{SI: si, Share: share}, off, n)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for _, b := range bufs {
+		if _, err := io.ReadFull(rd, b); err != nil {
+			return fmt.Errorf("%w: short read of %d bytes at %d of share %d: %v", sharefile.ErrCorrupt, n, off, share, err)
+		}
+	}
+	return nil
 }
 
 // trailer fetches and checks one share's trailer from one node.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/quilt-grid/quilt/internal/codec"
@@ -27,11 +28,17 @@ import (
 // that the report names it even when the usual way then reads around that
 // node without touching it. A share that is simply not where placement
 // says is no problem: placement moves with membership.
-func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Codec) (plain []byte, shares []int, problems []Problem, err error) {
+//
+// The blocks are read into buf (grown if it has not room for k of them)
+// where decoding wants them, and the segment is opened there: plain is
+// buf's memory.
+func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Codec, buf []byte) (plain []byte, shares []int, problems []Problem, err error) {
 	l := vc.Layout()
 	if l.Segments != 1 {
 		return nil, nil, nil, fmt.Errorf("object: %d segments", l.Segments)
 	}
+	bl := l.BlockLen(0)
+	buf = slices.Grow(buf[:0], vc.K*bl)[:vc.K*bl]
 	nodes, err := c.grid.Nodes(ctx)
 	if err != nil {
 		return nil, nil, nil, err
@@ -51,7 +58,10 @@ func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Co
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			blocks[i], errs[i] = c.wholeShare(ctx, vc, i, plan.Nodes[i])
+			block := buf[i*bl : (i+1)*bl : (i+1)*bl]
+			if errs[i] = c.wholeShare(ctx, vc, i, plan.Nodes[i], block); errs[i] == nil {
+				blocks[i] = block
+			}
 			if errs[i] != nil {
 				cancelled[i] = errors.Is(ctx.Err(), context.Canceled) && parent.Err() == nil &&
 					!errors.Is(errs[i], sharefile.ErrCorrupt)
@@ -73,7 +83,7 @@ func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Co
 			return nil, nil, problems, fmt.Errorf("share %d on node %.8s: %w", i, plan.Nodes[i], e)
 		}
 	}
-	plain, err = cd.Decode(nil, 0, true, l.SegmentPlainLen(0), blocks)
+	plain, err = cd.Decode(buf[:0], 0, true, l.SegmentPlainLen(0), blocks)
 	if err != nil {
 		return nil, nil, problems, err
 	}
@@ -84,19 +94,45 @@ func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Co
 	return plain, shares, problems, nil
 }
 
-// wholeShare fetches a one-segment share whole and returns its block,
-// checked against the share's trailer, which is checked against the
-// capability.
-func (c *Client) wholeShare(ctx context.Context, vc codec.VerifyCap, share int, node string) ([]byte, error) {
+// wholeShare fetches a one-segment share whole, its block into block
+// (which must be the block's length), checked against the share's
+// trailer, which is checked against the capability.
+func (c *Client) wholeShare(ctx context.Context, vc codec.VerifyCap, share int, node string, block []byte) error {
 	l := vc.Layout()
-	b, err := c.readRange(ctx, vc.SI, share, node, 0, l.ShareSize())
-	if err != nil {
-		return nil, err
+	head := make([]byte, l.BlockOffset(0))
+	trailer := make([]byte, l.TrailerLen())
+	if err := c.readInto(ctx, vc.SI, share, node, 0, head, block, trailer); err != nil {
+		return err
 	}
-	src, err := checkedSource(vc, share, node, b[l.TrailerOffset():], 0)
+	src, err := checkedSource(vc, share, node, trailer, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	block := b[l.BlockOffset(0) : l.BlockOffset(0)+int64(l.BlockLen(0))]
-	return block, src.checkBlock(0, block)
+	return src.checkBlock(0, block)
+}
+
+// quickBufs keeps the buffers of quick reads (a free list, not a
+// sync.Pool: see identity's gatherBufs). Each holds the k blocks of one
+// segment; buffers of more than quickBufMax bytes are not kept.
+var quickBufs = make(chan []byte, 16)
+
+const quickBufMax = 4 << 20
+
+func getQuickBuf() []byte {
+	select {
+	case b := <-quickBufs:
+		return b
+	default:
+		return nil
+	}
+}
+
+func putQuickBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > quickBufMax {
+		return
+	}
+	select {
+	case quickBufs <- b[:0]:
+	default:
+	}
 }
