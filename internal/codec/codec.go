@@ -93,7 +93,7 @@ type Codec struct {
 	p    Params
 	aead cipher.AEAD
 	rs   reedsolomon.Encoder
-	pool sync.Pool
+	free chan *Segment // the process's free segments of this size
 }
 
 // New returns a Codec for an object with these parameters and key.
@@ -116,9 +116,7 @@ func New(p Params, key Key) (*Codec, error) {
 			return nil, fmt.Errorf("%w: %v", ErrBadParams, err)
 		}
 	}
-	c := &Codec{p: p, aead: aead, rs: rs}
-	c.pool.New = func() any { return c.newSegment() }
-	return c, nil
+	return &Codec{p: p, aead: aead, rs: rs, free: freeSegments(p.BlockSize(), p.N)}, nil
 }
 
 // Params returns the codec's parameters.
@@ -138,12 +136,52 @@ func (c *Codec) newSegment() *Segment {
 	return &Segment{buf: make([]byte, bs*c.p.N), Blocks: make([][]byte, c.p.N), Hashes: make([]sharefile.Hash, c.p.N)}
 }
 
-// NewSegment returns a segment buffer, from a pool.
-func (c *Codec) NewSegment() *Segment { return c.pool.Get().(*Segment) }
+// NewSegment returns a segment buffer, one released before if there is
+// one.
+func (c *Codec) NewSegment() *Segment {
+	select {
+	case s := <-c.free:
+		return s
+	default:
+		return c.newSegment()
+	}
+}
 
-// Release returns a segment buffer to the pool. The caller must not use
-// its blocks afterwards.
-func (c *Codec) Release(s *Segment) { c.pool.Put(s) }
+// Release returns a segment buffer for reuse, by any Codec of the same
+// parameters: objects are small next to their segments' buffers (a
+// 1 MiB object at 3-of-10 is one 3.5 MB segment), and memory allocated
+// afresh for every object costs more than the encoding (it is zeroed,
+// and on some virtual machines each new page is a fault in the host).
+// The caller must not use its blocks afterwards.
+func (c *Codec) Release(s *Segment) {
+	select {
+	case c.free <- s:
+	default:
+	}
+}
+
+// freeBytes bounds the memory the process keeps in free segments of one
+// size (at least two are kept).
+const freeBytes = 64 << 20
+
+var (
+	freeMu   sync.Mutex
+	freeSegs = map[[2]int]chan *Segment{}
+)
+
+// freeSegments returns the free list of segments of n blocks of
+// blockSize bytes.
+func freeSegments(blockSize, n int) chan *Segment {
+	freeMu.Lock()
+	defer freeMu.Unlock()
+	k := [2]int{blockSize, n}
+	ch := freeSegs[k]
+	if ch == nil {
+		ch = make(chan *Segment, max(2, freeBytes/(blockSize*n)))
+		freeSegs[k] = ch
+	}
+	return ch
+}
 
 func nonce(index int64) []byte {
 	var n [12]byte

@@ -95,13 +95,13 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 	// Reader → encoders (in parallel) → dispatcher (in order) → sinks.
 	jobs := make(chan *job, c.opt.Workers)
 	ordered := make(chan *job, c.opt.Workers+2)
-	plainPool := sync.Pool{New: func() any { return make([]byte, p.SegmentSize) }}
+	plainPool := plainBufs(p.SegmentSize)
 	var readErr error
 	var total int64
 	go func() {
 		defer close(jobs)
 		defer close(ordered)
-		cur := plainPool.Get().([]byte)
+		cur := plainPool.get()
 		n, eof, err := readSegment(r, cur)
 		for idx := int64(0); ; idx++ {
 			if err != nil {
@@ -112,10 +112,10 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			var next []byte
 			var nn int
 			if !eof {
-				next = plainPool.Get().([]byte)
+				next = plainPool.get()
 				nn, eof, err = readSegment(r, next)
 				if err == nil && nn == 0 && eof {
-					plainPool.Put(next)
+					plainPool.put(next)
 					next = nil
 				}
 			}
@@ -142,7 +142,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			for j := range jobs {
 				j.seg = cd.NewSegment()
 				j.err = cd.Encode(j.seg, j.index, j.last, j.plain)
-				plainPool.Put(j.plain[:cap(j.plain)])
+				plainPool.put(j.plain[:cap(j.plain)])
 				close(j.done)
 			}
 		}()
@@ -267,4 +267,50 @@ func placementNodes(nodes []Node) []placement.Node {
 		out[i] = placement.Node{ID: n.ID, Zone: n.Zone, Free: n.Free}
 	}
 	return out
+}
+
+// plainList is a free list of plaintext buffers of one segment size, kept
+// for the process's uploads: like the codec's segments (see
+// codec.Codec.Release), buffers made afresh for every object cost more
+// than they seem.
+type plainList struct {
+	size int
+	free chan []byte
+}
+
+func (l plainList) get() []byte {
+	select {
+	case b := <-l.free:
+		return b
+	default:
+		return make([]byte, l.size)
+	}
+}
+
+func (l plainList) put(b []byte) {
+	if cap(b) != l.size {
+		return
+	}
+	select {
+	case l.free <- b[:l.size]:
+	default:
+	}
+}
+
+var (
+	plainMu    sync.Mutex
+	plainLists = map[int]plainList{}
+)
+
+// plainBufs returns the free list of buffers of size bytes (up to 32 MiB
+// of them are kept, and at least two).
+func plainBufs(size int) plainList {
+	plainMu.Lock()
+	defer plainMu.Unlock()
+	l, ok := plainLists[size]
+	if !ok {
+		l = plainList{size: size, free: make(chan []byte, max(2, (32<<20)/size))}
+		plainLists[size] = l
+	}
+	return l
 }

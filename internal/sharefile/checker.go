@@ -114,11 +114,16 @@ func (c *Checker) Finish(r io.ReaderAt, size int64) (Info, error) {
 			return Info{}, fmt.Errorf("%w: block %d does not match its hash", ErrCorrupt, i)
 		}
 	}
-	last := make([]byte, l.LastBlockSize)
-	if _, err := r.ReadAt(last, l.BlockOffset(l.Segments-1)); err != nil {
+	// The last block is re-read in pieces: it may be most of the share
+	// (all of it, for an object of one segment).
+	c.h.Reset()
+	buf := make([]byte, min(l.LastBlockSize, 32<<10))
+	if _, err := io.CopyBuffer(c.h, io.NewSectionReader(r, l.BlockOffset(l.Segments-1), int64(l.LastBlockSize)), buf); err != nil {
 		return Info{}, err
 	}
-	if BlockHash(last) != t.BlockHashes[l.Segments-1] {
+	var last Hash
+	c.h.Sum(last[:0])
+	if last != t.BlockHashes[l.Segments-1] {
 		return Info{}, fmt.Errorf("%w: block %d does not match its hash", ErrCorrupt, l.Segments-1)
 	}
 	return Info{Header: c.hdr, Trailer: t, Root: root}, nil

@@ -178,7 +178,12 @@ func Run(t *testing.T, newStore Factory) {
 			"empty":         nil,
 			"extra byte":    append(bytes.Clone(sh), 0),
 			"flipped block": func() []byte { b := bytes.Clone(sh); b[100] ^= 4; return b }(),
-			"other share":   shares[3], // uploaded as share 2
+			"flipped block end": func() []byte {
+				b := bytes.Clone(sh)
+				b[rc.Verify().Layout().TrailerOffset()-1] ^= 1
+				return b
+			}(),
+			"other share": shares[3], // uploaded as share 2
 		}
 		for name, b := range cases {
 			for _, size := range []int64{-1, int64(len(b))} {
