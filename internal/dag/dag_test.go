@@ -124,6 +124,16 @@ func TestEncodeDecode(t *testing.T) {
 	if _, err := Decode(append(raw, 0)); err == nil {
 		t.Error("trailing byte decoded")
 	}
+	// The size written the long way (a uvarint of two bytes where one
+	// will do) decodes to the same entry, under another hash: refused.
+	sizeAt := 4 + 32*len(e.Parents) + 8
+	if raw[sizeAt] >= 0x80 {
+		t.Fatalf("size %d does not fit one byte", e.Size)
+	}
+	long := append(append(append([]byte{}, raw[:sizeAt]...), raw[sizeAt]|0x80, 0), raw[sizeAt+1:]...)
+	if _, err := Decode(long); !errors.Is(err, ErrMalformed) {
+		t.Errorf("entry with an overlong size decoded: %v", err)
+	}
 	_, blocks := w.root.File(root.Hash(), nil, "big", make([]byte, 3000))
 	if len(blocks) != 4 {
 		t.Fatalf("3000 bytes in %d blocks", len(blocks))

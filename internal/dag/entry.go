@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/zeebo/blake3"
 )
@@ -160,12 +161,36 @@ func (e *Entry) body(b []byte) []byte {
 
 // Encode is the entry's canonical encoding, signature included.
 func (e *Entry) Encode() []byte {
-	b := e.body(make([]byte, 0, 128+32*len(e.Parents)+len(e.Ref)+len(e.Sealed)))
-	return append(b, e.Sig[:]...)
+	return e.appendEncoding(make([]byte, 0, 128+32*len(e.Parents)+len(e.Ref)+len(e.Sealed)))
 }
 
+func (e *Entry) appendEncoding(b []byte) []byte { return append(e.body(b), e.Sig[:]...) }
+
 // Hash is the entry's content address.
-func (e *Entry) Hash() Hash { return blake3.Sum256(e.Encode()) }
+func (e *Entry) Hash() (h Hash) {
+	withScratch(func(b []byte) []byte {
+		b = e.appendEncoding(b)
+		h = blake3.Sum256(b)
+		return b
+	})
+	return h
+}
+
+// scratch keeps buffers for encodings that are only hashed or compared
+// (an entry is checked and hashed several times on its way into a
+// replica; each encoding made afresh was garbage at once).
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// withScratch calls f with an empty scratch buffer; f returns the buffer
+// it used (grown, maybe), which must not be kept.
+func withScratch(f func([]byte) []byte) {
+	bp := scratch.Get().(*[]byte)
+	b := f((*bp)[:0])
+	if cap(b) <= 64<<10 {
+		*bp = b[:0]
+		scratch.Put(bp)
+	}
+}
 
 // signed is what the signature covers: a domain tag, the namespace and the
 // body, so an entry cannot be replayed into another namespace.
@@ -245,7 +270,13 @@ func Decode(raw []byte) (Record, error) {
 		if err := e.wellFormed(); err != nil {
 			return r, err
 		}
-		if !bytes.Equal(e.Encode(), raw) {
+		canonical := false
+		withScratch(func(b []byte) []byte {
+			b = e.appendEncoding(b)
+			canonical = bytes.Equal(b, raw)
+			return b
+		})
+		if !canonical {
 			return r, fmt.Errorf("%w: entry not in canonical form", ErrMalformed)
 		}
 		r.Entry = e

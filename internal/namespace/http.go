@@ -59,7 +59,7 @@ func API(db *DB, appendFn func(ns dag.NSID, raws [][]byte, fromSync bool) (Resul
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+			body, err := readBody(http.MaxBytesReader(w, r.Body, maxBody), r.ContentLength)
 			if err != nil {
 				http.Error(w, "namespace: request body: "+err.Error(), http.StatusRequestEntityTooLarge)
 				return
@@ -177,8 +177,40 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 // frame joins records, each preceded by its length.
+// FramedPutter is a Peer that takes records framed once for several
+// peers (a push to many sends the same body to each).
+type FramedPutter interface {
+	PutFramed(ctx context.Context, ns dag.NSID, body []byte, fromSync bool) (PutResult, error)
+}
+
+// readBody reads a request body whole, into a buffer of the announced
+// length when there is one (at most maxBody: r is limited to that).
+func readBody(r io.Reader, length int64) ([]byte, error) {
+	if length < 0 || length > maxBody {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, length+1) // +1: the read that finds the end
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // a body longer than announced: grow
+		}
+	}
+}
+
 func frame(raws [][]byte) []byte {
-	var out []byte
+	size := 0
+	for _, r := range raws {
+		size += binary.MaxVarintLen64 + len(r)
+	}
+	out := make([]byte, 0, size)
 	for _, r := range raws {
 		out = binary.AppendUvarint(out, uint64(len(r)))
 		out = append(out, r...)
@@ -321,12 +353,18 @@ func (p HTTPPeer) Get(ctx context.Context, ns dag.NSID, hashes []dag.Hash) ([][]
 
 // Put implements Peer.
 func (p HTTPPeer) Put(ctx context.Context, ns dag.NSID, raws [][]byte, fromSync bool) (PutResult, error) {
+	return p.PutFramed(ctx, ns, frame(raws), fromSync)
+}
+
+// PutFramed is Put of records already framed for the wire (see
+// FramedPutter).
+func (p HTTPPeer) PutFramed(ctx context.Context, ns dag.NSID, body []byte, fromSync bool) (PutResult, error) {
 	path := "/v1/ns/" + ns.String() + "/put"
 	if fromSync {
 		path += "?sync=1"
 	}
 	var res PutResult
-	b, err := p.do(ctx, "POST", path, frame(raws))
+	b, err := p.do(ctx, "POST", path, body)
 	if err != nil {
 		return res, err
 	}

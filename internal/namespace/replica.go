@@ -275,26 +275,47 @@ func (r *Replica) pushLarge() {
 		peers := peersFn()
 		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 		peers = peers[:min(len(peers), r.cfg.PushFanout)]
+		// The same requests go to every peer: framed once.
+		type chunk struct {
+			ns   dag.NSID
+			raws [][]byte
+			body []byte
+		}
+		var chunks []chunk
+		for ns, raws := range pending {
+			for len(raws) > 0 {
+				n := pushChunk(raws)
+				chunks = append(chunks, chunk{ns, raws[:n], frame(raws[:n])})
+				raws = raws[n:]
+			}
+		}
 		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 		var wg sync.WaitGroup
 		for _, p := range peers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for ns, raws := range pending {
-					for len(raws) > 0 {
-						if ctx.Err() != nil {
-							return
-						}
-						n := pushChunk(raws)
-						res, err := p.Put(ctx, ns, raws[:n], true)
-						raws = raws[n:]
-						if err != nil {
-							r.log.Debug("push", "err", err)
-							break // anti-entropy will bring it
-						}
-						r.pushedLarge.Add(int64(res.Admitted))
+				failed := map[dag.NSID]bool{}
+				for _, c := range chunks {
+					if ctx.Err() != nil {
+						return
 					}
+					if failed[c.ns] {
+						continue
+					}
+					var res PutResult
+					var err error
+					if fp, ok := p.(FramedPutter); ok {
+						res, err = fp.PutFramed(ctx, c.ns, c.body, true)
+					} else {
+						res, err = p.Put(ctx, c.ns, c.raws, true)
+					}
+					if err != nil {
+						r.log.Debug("push", "err", err)
+						failed[c.ns] = true // anti-entropy will bring it
+						continue
+					}
+					r.pushedLarge.Add(int64(res.Admitted))
 				}
 			}()
 		}

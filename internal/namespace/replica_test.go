@@ -3,9 +3,12 @@ package namespace
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/dag"
@@ -257,5 +260,26 @@ func TestPushChunk(t *testing.T) {
 		if got := pushChunk(c.raws); got != c.want {
 			t.Errorf("%d records of %d bytes: %d in a push, want %d", len(c.raws), len(c.raws[0]), got, c.want)
 		}
+	}
+}
+
+// A request body is read whole whatever length it announced: the length
+// only sizes the buffer.
+func TestReadBody(t *testing.T) {
+	body := strings.Repeat("record ", 1000)
+	for _, announced := range []int64{-1, 0, 10, int64(len(body)) - 1, int64(len(body)), int64(len(body)) + 5, maxBody + 1} {
+		got, err := readBody(iotest.OneByteReader(strings.NewReader(body)), announced)
+		if err != nil || string(got) != body {
+			t.Errorf("announced %d: got %d bytes, %v", announced, len(got), err)
+		}
+	}
+	if _, err := readBody(iotest.ErrReader(errors.New("cut")), 10); err == nil {
+		t.Error("a failing body read without an error")
+	}
+	// Frames sent to many peers at once decode to the records framed.
+	raws := [][]byte{[]byte("a"), bytes.Repeat([]byte("b"), 300), nil}
+	got, err := unframe(frame(raws))
+	if err != nil || len(got) != 3 || !bytes.Equal(got[1], raws[1]) || len(got[2]) != 0 {
+		t.Fatalf("unframe(frame): %q, %v", got, err)
 	}
 }
