@@ -48,10 +48,13 @@ else
 		"$BIN" node --data "$work/n$i" --listen 127.0.0.1:0 --join "$invite" >"$work/n$i.log" 2>&1 &
 		pids+=($!)
 	done
+	alive=0
 	for _ in $(seq 300); do
-		[ "$("$BIN" nodes --grid "$invite" 2>/dev/null | grep -c ' alive ')" = 10 ] && break
+		alive=$("$BIN" nodes --grid "$invite" 2>/dev/null | grep -c ' alive ' || true)
+		[ "$alive" = 10 ] && break
 		sleep 0.2
 	done
+	[ "$alive" = 10 ] || { echo "only $alive of 10 nodes alive" >&2; exit 1; }
 	"$BIN" gateway --grid "$invite" --s3 127.0.0.1:0 --dir "$work/gateway" >"$work/gateway.log" 2>&1 &
 	pids+=($!)
 	env="$work/gateway/s3.env"
@@ -62,7 +65,7 @@ for _ in $(seq 300); do [ -s "$env" ] && break; sleep 0.1; done
 	. "$env"
 	"$work/s3load" -label Quilt -time "$TIME" -pid "$(IFS=,; echo "${pids[*]}")" "${only[@]}"
 )
-for p in "${pids[@]}"; do kill -INT "$p"; done
+for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" || true; done
 pids=()
 
