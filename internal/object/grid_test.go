@@ -247,19 +247,56 @@ func TestGridNodeKilledMidUpload(t *testing.T) {
 	if err != nil || len(infos) != 0 {
 		t.Fatalf("restarted node lists %v (err %v) of an upload it died in", infos, err)
 	}
+	// Every other node still holds the share it stored.
+	lost := -1
+	for _, s := range res.rep.Shares {
+		if s.Node == victimID {
+			lost = s.Share
+		}
+	}
+	for _, n := range g.Nodes {
+		for _, s := range res.rep.Shares {
+			if s.Node != string(n.ID()) || s.Err != nil {
+				continue
+			}
+			infos, err := n.Store().List(context.Background(), res.rc.Key.StorageIndex())
+			if err != nil || !slices.ContainsFunc(infos, func(in sharestore.Info) bool { return in.Key.Share == s.Share }) {
+				t.Fatalf("node %.8s lost share %d: holds %v, err %v", s.Node, s.Share, infos, err)
+			}
+		}
+	}
 	mustGet(t, c, res.rc, 3)
-	crep, err := c.Check(context.Background(), res.rc.Verify(), true)
-	if err != nil || crep.Good != 9 {
-		t.Fatalf("check after the kill: %d good, err %v", crep.Good, err)
+	// A check sees the nine shares. (It asks the nodes in the member
+	// list; under the race detector on two cores, memberlist may count a
+	// node starved of CPU dead for a moment, so look again before
+	// failing.)
+	var crep *object.CheckReport
+	for try := 0; ; try++ {
+		crep, err = c.Check(context.Background(), res.rc.Verify(), true)
+		if err == nil && crep.Good == 9 {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("check after the kill: %+v, err %v", crep, err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	// Repair rebuilds the lost share from any k.
+	// Repair rebuilds the lost share from any k (and, should a holder
+	// drop out of the member list meanwhile, that one's too: more copies,
+	// never fewer).
 	rrep, err := c.Repair(context.Background(), res.rc.Verify(), false)
-	if err != nil || !rrep.Healthy() || len(rrep.Repaired) != 1 {
-		t.Fatalf("repair: %+v, err %v", rrep, err)
+	if err != nil || !rrep.Healthy() || !slices.ContainsFunc(rrep.Repaired, func(s object.ShareStatus) bool { return s.Share == lost && s.Err == nil }) {
+		t.Fatalf("repair of share %d: %+v, err %v", lost, rrep, err)
 	}
-	after, err := c.Check(context.Background(), res.rc.Verify(), true)
-	if err != nil || !after.Healthy() {
-		t.Fatalf("check after repair: %+v, err %v", after, err)
+	for try := 0; ; try++ {
+		after, err := c.Check(context.Background(), res.rc.Verify(), true)
+		if err == nil && after.Healthy() {
+			break
+		}
+		if try == 20 {
+			t.Fatalf("check after repair: %+v, err %v", after, err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
