@@ -94,12 +94,15 @@ func (c *Client) checkCopy(ctx context.Context, vc codec.VerifyCap, share int, n
 		return err
 	}
 	l := vc.Layout()
-	bs := c.openStream(ctx, vc, src, 0, l.Segments-1)
+	bufs := freeBufs(vc.BlockSize())
+	bs := c.openStream(ctx, vc, src, 0, l.Segments-1, bufs)
 	defer bs.close()
 	for range l.Segments {
-		if _, _, err := bs.next(ctx, c.opt.Stall); err != nil {
+		b, _, err := bs.next(ctx, c.opt.Stall)
+		if err != nil {
 			return err
 		}
+		bufs.put(b)
 	}
 	return nil
 }
@@ -180,7 +183,9 @@ func (c *Client) rebuild(ctx context.Context, vc codec.VerifyCap, srcs []*source
 		ss[i] = c.newSink(ctx, sh, targets[i], sharestore.Key{SI: vc.SI, Share: sh}, l.ShareSize(), lease)
 		ss[i].send(item{b: vc.Params.Header(sh, vc.SI)}, c.opt.Stall)
 	}
-	rd := c.startReader(ctx, vc, srcs, 0, l.Segments-1)
+	// Rebuilt blocks go to the new shares' uploads, which do not give
+	// them back.
+	rd := c.startReader(ctx, vc, srcs, 0, l.Segments-1, freeBufs(vc.BlockSize()))
 	defer rd.close()
 	for seg := range l.Segments {
 		blocks, err := rd.segment(ctx, seg)

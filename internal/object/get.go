@@ -30,6 +30,7 @@ type reader struct {
 	slow     []*source // sources swapped out for being slow: a last resort
 	problems []Problem
 	to       int64
+	bufs     bufList // where streams take their block buffers
 	// slowest is the index in active of the stream the last segments
 	// waited on most, and slowRun how many segments in a row it was.
 	slowest, slowRun int
@@ -49,11 +50,13 @@ const (
 )
 
 // start opens streams from the first k sources for segments [from, to].
-func (c *Client) startReader(ctx context.Context, vc codec.VerifyCap, srcs []*source, from, to int64) *reader {
-	r := &reader{c: c, vc: vc, ctx: ctx, to: to, slowest: -1}
+//
+// Blocks come from bufs (see openStream).
+func (c *Client) startReader(ctx context.Context, vc codec.VerifyCap, srcs []*source, from, to int64, bufs bufList) *reader {
+	r := &reader{c: c, vc: vc, ctx: ctx, to: to, bufs: bufs, slowest: -1}
 	for i, s := range srcs {
 		if i < vc.K {
-			r.active = append(r.active, c.openStream(ctx, vc, s, from, to))
+			r.active = append(r.active, c.openStream(ctx, vc, s, from, to, bufs))
 		} else {
 			r.spares = append(r.spares, s)
 		}
@@ -86,7 +89,7 @@ func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 			if len(r.spares) == 0 {
 				return nil, fmt.Errorf("%w: segment %d: ran out of good shares (last problem: %v)", ErrUnavailable, seg, err)
 			}
-			r.active[i] = r.c.openStream(ctx, r.vc, r.spares[0], seg, r.to)
+			r.active[i] = r.c.openStream(ctx, r.vc, r.spares[0], seg, r.to, r.bufs)
 			r.spares = r.spares[1:]
 			r.slowest, r.slowRun = -1, 0
 		}
@@ -133,7 +136,7 @@ func (r *reader) noteArrivals(seg int64, arrivals []time.Time) {
 	}
 	old := r.active[worst]
 	old.close()
-	r.active[worst] = r.c.openStream(r.ctx, r.vc, r.spares[0], seg+1, r.to)
+	r.active[worst] = r.c.openStream(r.ctx, r.vc, r.spares[0], seg+1, r.to, r.bufs)
 	r.spares = r.spares[1:]
 	r.slow = append(r.slow, old.src)
 	r.swaps++
@@ -202,7 +205,8 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	if length > 0 {
 		from, to = off/int64(rc.SegmentSize), (off+length-1)/int64(rc.SegmentSize)
 	}
-	rd := c.startReader(ctx, vc, srcs, from, to)
+	blockBufs := freeBufs(rc.Params.BlockSize())
+	rd := c.startReader(ctx, vc, srcs, from, to, blockBufs)
 	defer rd.close()
 
 	// Fetch (in order) → decode (in parallel) → write (in order).
@@ -214,7 +218,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 		done   chan struct{}
 	}
 	// Room for a segment's k blocks: Decode opens them in place.
-	bufs := sync.Pool{New: func() any { return make([]byte, 0, rc.K*rc.Params.BlockSize()) }}
+	bufs := freeBufs(rc.K * rc.Params.BlockSize())
 	ordered := make(chan *djob, c.opt.Workers+2)
 	work := make(chan *djob, c.opt.Workers)
 	fetched := make(chan struct{})
@@ -236,7 +240,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 			if err != nil {
 				return
 			}
-			j.plain = bufs.Get().([]byte)[:0]
+			j.plain = bufs.get()[:0]
 			work <- j
 		}
 	}()
@@ -246,7 +250,16 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 		go func() {
 			defer wg.Done()
 			for j := range work {
+				// A data block not read is rebuilt into a spare buffer.
+				for i, b := range j.blocks[:rc.K] {
+					if b == nil {
+						j.blocks[i] = blockBufs.get()[:0]
+					}
+				}
 				j.plain, j.err = cd.Decode(j.plain, j.seg, j.seg == l.Segments-1, l.SegmentPlainLen(j.seg), j.blocks)
+				for _, b := range j.blocks {
+					blockBufs.put(b)
+				}
 				close(j.done)
 			}
 		}()
@@ -270,7 +283,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 				break
 			}
 		}
-		bufs.Put(j.plain[:0])
+		bufs.put(j.plain)
 	}
 	cancel()
 	<-fetched

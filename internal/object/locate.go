@@ -232,7 +232,11 @@ type blockStream struct {
 	cancel context.CancelFunc
 }
 
-func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source, from, to int64) *blockStream {
+//
+// Blocks come from bufs, a list of buffers of the object's block size; the
+// caller gives them back there once it is done with them, or leaves them
+// to the collector.
+func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source, from, to int64, bufs bufList) *blockStream {
 	ctx, cancel := context.WithCancel(ctx)
 	bs := &blockStream{src: src, from: from, blocks: make(chan arrived, 4), cancel: cancel}
 	l := vc.Layout()
@@ -247,12 +251,13 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 		}
 		defer rd.Close()
 		for seg := from; seg <= to; seg++ {
-			b := make([]byte, l.BlockLen(seg))
+			b := bufs.get()[:l.BlockLen(seg)]
 			if _, err := io.ReadFull(rd, b); err != nil {
 				bs.err = fmt.Errorf("reading block %d: %w", seg, err)
 				return
 			}
 			if bs.err = src.checkBlock(seg, b); bs.err != nil {
+				bufs.put(b)
 				return
 			}
 			select {

@@ -95,7 +95,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 	// Reader → encoders (in parallel) → dispatcher (in order) → sinks.
 	jobs := make(chan *job, c.opt.Workers)
 	ordered := make(chan *job, c.opt.Workers+2)
-	plainPool := plainBufs(p.SegmentSize)
+	plainPool := freeBufs(p.SegmentSize)
 	var readErr error
 	var total int64
 	go func() {
@@ -269,48 +269,3 @@ func placementNodes(nodes []Node) []placement.Node {
 	return out
 }
 
-// plainList is a free list of plaintext buffers of one segment size, kept
-// for the process's uploads: like the codec's segments (see
-// codec.Codec.Release), buffers made afresh for every object cost more
-// than they seem.
-type plainList struct {
-	size int
-	free chan []byte
-}
-
-func (l plainList) get() []byte {
-	select {
-	case b := <-l.free:
-		return b
-	default:
-		return make([]byte, l.size)
-	}
-}
-
-func (l plainList) put(b []byte) {
-	if cap(b) != l.size {
-		return
-	}
-	select {
-	case l.free <- b[:l.size]:
-	default:
-	}
-}
-
-var (
-	plainMu    sync.Mutex
-	plainLists = map[int]plainList{}
-)
-
-// plainBufs returns the free list of buffers of size bytes (up to 32 MiB
-// of them are kept, and at least two).
-func plainBufs(size int) plainList {
-	plainMu.Lock()
-	defer plainMu.Unlock()
-	l, ok := plainLists[size]
-	if !ok {
-		l = plainList{size: size, free: make(chan []byte, max(2, (32<<20)/size))}
-		plainLists[size] = l
-	}
-	return l
-}

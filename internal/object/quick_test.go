@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -127,5 +128,28 @@ func TestQuickReadFallsBack(t *testing.T) {
 		g.Kill(down)
 		mustGet(t, c, rc, seed)
 		g.Stop()
+	}
+}
+
+// A read of many segments reuses its block buffers: it allocates a small
+// part of the bytes it reads (a few segments in flight), not a block for
+// every block read. The grid's nodes run in this process and allocate
+// too, so the bound has room; before the buffers were reused, the read
+// allocated more than the object's size.
+func TestReadReusesBlocks(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 10})
+	c, _ := countingClient(g)
+	const size = 48 << 20
+	rc, _ := put(t, c, 11, size, codec.DefaultParams(), 7)
+	mustGet(t, c, rc, 11) // connections made, pools filled
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	mustGet(t, c, rc, 11)
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > size/4 {
+		t.Errorf("a read of %d MiB allocated %.1f MiB", size>>20, float64(got)/(1<<20))
+	} else {
+		t.Logf("a read of %d MiB allocated %.1f MiB", size>>20, float64(got)/(1<<20))
 	}
 }
