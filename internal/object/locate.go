@@ -232,7 +232,6 @@ type blockStream struct {
 	cancel context.CancelFunc
 }
 
-//
 // Blocks come from bufs, a list of buffers of the object's block size; the
 // caller gives them back there once it is done with them, or leaves them
 // to the collector.

@@ -268,4 +268,3 @@ func placementNodes(nodes []Node) []placement.Node {
 	}
 	return out
 }
-
