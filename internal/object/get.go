@@ -49,9 +49,8 @@ const (
 	slowNow  = 250 * time.Millisecond
 )
 
-// start opens streams from the first k sources for segments [from, to].
-//
-// Blocks come from bufs (see openStream).
+// startReader opens streams from the first k sources for segments [from,
+// to]. Blocks come from bufs (see openStream).
 func (c *Client) startReader(ctx context.Context, vc codec.VerifyCap, srcs []*source, from, to int64, bufs bufList) *reader {
 	r := &reader{c: c, vc: vc, ctx: ctx, to: to, bufs: bufs, slowest: -1}
 	for i, s := range srcs {

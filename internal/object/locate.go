@@ -232,9 +232,10 @@ type blockStream struct {
 	cancel context.CancelFunc
 }
 
-// Blocks come from bufs, a list of buffers of the object's block size; the
-// caller gives them back there once it is done with them, or leaves them
-// to the collector.
+// openStream starts reading src's blocks of segments [from, to] in the
+// background. Blocks come from bufs, a list of buffers of the object's
+// block size; the caller gives them back there once it is done with
+// them, or leaves them to the collector.
 func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source, from, to int64, bufs bufList) *blockStream {
 	ctx, cancel := context.WithCancel(ctx)
 	bs := &blockStream{src: src, from: from, blocks: make(chan arrived, 4), cancel: cancel}
