@@ -148,6 +148,15 @@ func TestRealProcessesSurviveSevenKilled(t *testing.T) {
 	if err != nil || part != string(data[1000:2000]) {
 		t.Fatalf("range get: %v (%d bytes)", err, len(part))
 	}
+	// A range of several segments to a file, starting and ending inside
+	// a segment: exactly its bytes.
+	rangeFile := filepath.Join(base, "range")
+	if _, err := quilt(nil, "get", "--range", "3000001-9999999", rcap, "-o", rangeFile); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(rangeFile); err != nil || !bytes.Equal(got, data[3000001:10000000]) {
+		t.Fatalf("range get to a file: %v (%d bytes, want %d)", err, len(got), 10000000-3000001)
+	}
 	// With one more node gone, get fails clearly and writes no file.
 	procs[1].Process.Signal(syscall.SIGKILL)
 	procs[1].Wait()
