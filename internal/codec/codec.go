@@ -264,9 +264,10 @@ func (c *Codec) Encode(seg *Segment, index int64, last bool, plain []byte) error
 // its wide path.
 const encodeStrip = 64 << 10
 
-// Reconstruct fills in the missing (nil) blocks of one segment from any k
-// present ones. Blocks must all have the same length. No key is needed:
-// repair uses it.
+// Reconstruct fills in the missing (nil or empty) blocks of one segment
+// from any k present ones, in an empty block's capacity if it has room.
+// Present blocks must all have the same length. No key is needed: repair
+// uses it.
 func (c *Codec) Reconstruct(blocks [][]byte) error {
 	if present(blocks) < c.p.K {
 		return ErrTooFewBlocks
