@@ -1,6 +1,9 @@
 package object
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // bufList is a free list of buffers of one size, kept for the process's
 // uploads (plaintext segments) and reads (blocks, and the room a segment
@@ -22,9 +25,13 @@ func (l bufList) get() []byte {
 	case b := <-l.free:
 		return b
 	default:
+		bufsMade.Add(1)
 		return make([]byte, l.size)
 	}
 }
+
+// bufsMade counts the buffers the free lists had to make (for tests).
+var bufsMade atomic.Int64
 
 // put gives back a buffer no one uses any more; a buffer of another
 // capacity is left to the collector.
