@@ -51,7 +51,7 @@ func (c *Checker) verify(pub ed25519.PublicKey, e *Entry, h Hash) bool {
 	ok := keyed && verifiedSigs.has(k)
 	if !ok {
 		sigChecks.Add(1)
-		ok = ed25519.Verify(pub, e.signed(c.NS), e.Sig[:])
+		ok = verifySig(pub, e.signed(c.NS), e.Sig[:])
 		if ok && keyed {
 			verifiedSigs.add(k)
 		}

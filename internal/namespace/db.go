@@ -158,6 +158,7 @@ func (d *DB) Ingest(ns dag.NSID, raws [][]byte) (Result, error) {
 		// such costs a read, not a write transaction and its fsync.
 		return Result{}, nil
 	}
+	d.verifyBatch(ns, raws)
 	req := &ingestReq{ns: ns, raws: raws, done: make(chan struct{})}
 	d.qmu.Lock()
 	d.queue = append(d.queue, req)
@@ -207,6 +208,31 @@ func (d *DB) holdsAll(ns dag.NSID, raws [][]byte) bool {
 		return nil
 	})
 	return all
+}
+
+// verifyBatch checks the signatures of a batch of records together (see
+// dag.VerifyBatch), before the group commit and outside its lock: the
+// commit's own checks then find them done. A push or an exchange brings
+// tens of entries at a time, and a signature checked in a batch costs
+// ~0.6 of one checked alone.
+func (d *DB) verifyBatch(ns dag.NSID, raws [][]byte) {
+	if len(raws) < 4 {
+		return
+	}
+	recs := make([]dag.Record, 0, len(raws))
+	for _, raw := range raws {
+		if r, err := dag.Decode(raw); err == nil && r.Entry != nil {
+			recs = append(recs, r)
+		}
+	}
+	d.db.View(func(tx *bolt.Tx) error {
+		var entry func(dag.Hash) (*dag.Entry, bool)
+		if tx.Bucket(ns[:]) != nil {
+			entry = newTxLog(tx, ns).Entry
+		}
+		dag.VerifyBatch(ns, entry, recs)
+		return nil
+	})
 }
 
 // ingestReq is one Ingest call waiting for its group commit.
