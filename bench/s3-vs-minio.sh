@@ -9,6 +9,8 @@
 #   ONLY=4K ./bench/s3-vs-minio.sh          # only 4 KiB objects (also 1M, 16M, 128M)
 #   GRID=up ./bench/s3-vs-minio.sh          # the grid as one `quilt up` process instead
 #   MINIO=/path/to/minio ./bench/s3-vs-minio.sh
+#   QUILT_BIN=/tmp/quilt-a SKIP_MINIO=1 ONLY=4K ./bench/s3-vs-minio.sh
+#                                           # a given quilt binary, no MinIO
 #
 # MinIO is built with `go install github.com/minio/minio@latest` unless
 # MINIO names a binary (the build takes several minutes on two cores).
@@ -17,7 +19,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/quilt}
 TIME=${TIME:-15s}
-go build -o "$BIN" ./cmd/quilt
+if [ -n "${QUILT_BIN:-}" ]; then
+	BIN=$QUILT_BIN # a binary built before, for an A/B of two commits
+else
+	go build -o "$BIN" ./cmd/quilt
+fi
 work=$(mktemp -d /var/tmp/s3-vs-minio.XXXXXX)
 go build -o "$work/s3load" ./bench/s3load
 pids=()
@@ -70,6 +76,9 @@ for p in "${pids[@]}"; do wait "$p" || true; done
 pids=()
 
 # MinIO.
+if [ "${SKIP_MINIO:-0}" = 1 ]; then
+	exit 0
+fi
 minio=${MINIO:-}
 if [ -z "$minio" ]; then
 	GOBIN="$work" go install github.com/minio/minio@latest
