@@ -143,6 +143,17 @@ func (w *world) signedBy(n int, tag string, root, g Hash, priv ed25519.PrivateKe
 	return es
 }
 
+// grantedWorld is a namespace whose root grants a key (bob's, whose
+// private key it returns) write access to the top directory.
+func grantedWorld(t *testing.T) (w *world, root Hash, g *Entry, priv ed25519.PrivateKey) {
+	w = newWorld(t)
+	root = w.add(w.root.Root())
+	pub, priv := newKey(t)
+	g = w.root.GrantKey(root, "bob", pub)
+	w.add(g)
+	return w, root, g, priv
+}
+
 func records(t *testing.T, es []*Entry) []Record {
 	t.Helper()
 	var rs []Record
@@ -162,11 +173,7 @@ func records(t *testing.T, es []*Entry) []Record {
 // one refused and the rest admitted. A batch too small, or whose signer
 // is not known, is left to the single checks.
 func TestVerifyBatch(t *testing.T) {
-	w := newWorld(t)
-	root := w.add(w.root.Root())
-	pub, priv := newKey(t)
-	g := w.root.GrantKey(root, "bob", pub)
-	w.add(g)
+	w, root, g, priv := grantedWorld(t)
 
 	es := w.signedBy(6, "a", root, g.Hash(), priv)
 	checks, batches := sigChecks.Load(), sigBatches.Load()
@@ -225,11 +232,7 @@ func TestVerifyBatch(t *testing.T) {
 // encoding) is refused alone and spoils a batch: single and batch checks
 // follow the same rules.
 func TestSignatureMalleability(t *testing.T) {
-	w := newWorld(t)
-	root := w.add(w.root.Root())
-	pub, priv := newKey(t)
-	g := w.root.GrantKey(root, "bob", pub)
-	w.add(g)
+	w, root, g, priv := grantedWorld(t)
 	es := w.signedBy(5, "m", root, g.Hash(), priv)
 	// ℓ = 2^252 + 27742317777372353535851937790883648493, little-endian.
 	l, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
