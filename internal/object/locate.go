@@ -230,6 +230,8 @@ type blockStream struct {
 	blocks chan arrived
 	err    error // valid once blocks is closed
 	cancel context.CancelFunc
+	bufs   bufList // where its blocks' buffers came from
+	closed bool
 }
 
 // openStream starts reading src's blocks of segments [from, to] in the
@@ -238,7 +240,7 @@ type blockStream struct {
 // them, or leaves them to the collector.
 func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source, from, to int64, bufs bufList) *blockStream {
 	ctx, cancel := context.WithCancel(ctx)
-	bs := &blockStream{src: src, from: from, blocks: make(chan arrived, 4), cancel: cancel}
+	bs := &blockStream{src: src, from: from, blocks: make(chan arrived, 4), cancel: cancel, bufs: bufs}
 	l := vc.Layout()
 	go func() {
 		defer close(bs.blocks)
@@ -253,6 +255,7 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 		for seg := from; seg <= to; seg++ {
 			b := bufs.get()[:l.BlockLen(seg)]
 			if _, err := io.ReadFull(rd, b); err != nil {
+				bufs.put(b)
 				bs.err = fmt.Errorf("reading block %d: %w", seg, err)
 				return
 			}
@@ -263,6 +266,7 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 			select {
 			case bs.blocks <- arrived{b, time.Now()}:
 			case <-ctx.Done():
+				bufs.put(b)
 				bs.err = ctx.Err()
 				return
 			}
@@ -295,4 +299,18 @@ func (bs *blockStream) next(ctx context.Context, stall time.Duration) ([]byte, t
 	}
 }
 
-func (bs *blockStream) close() { bs.cancel() }
+// close stops the stream. The blocks it read ahead and no one took go
+// back to the free list (a stream is closed early when a faster source
+// replaces it).
+func (bs *blockStream) close() {
+	bs.cancel()
+	if bs.closed {
+		return
+	}
+	bs.closed = true
+	go func() {
+		for a := range bs.blocks { // closed once the reader sees the cancel
+			bs.bufs.put(a.b)
+		}
+	}()
+}
