@@ -176,7 +176,6 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// frame joins records, each preceded by its length.
 // FramedPutter is a Peer that takes records framed once for several
 // peers (a push to many sends the same body to each).
 type FramedPutter interface {
@@ -205,6 +204,7 @@ func readBody(r io.Reader, length int64) ([]byte, error) {
 	}
 }
 
+// frame joins records, each preceded by its length.
 func frame(raws [][]byte) []byte {
 	size := 0
 	for _, r := range raws {

@@ -168,22 +168,24 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	if err != nil {
 		return nil, err
 	}
+	// Room for a segment's k blocks: Decode opens them in place.
+	bufs := freeBufs(rc.K * rc.Params.BlockSize())
 	var quickProblems []Problem
 	if l.Segments == 1 && length > 0 {
-		buf := getQuickBuf()
+		buf := bufs.get()
 		plain, shares, problems, err := c.quickRead(ctx, vc, cd, buf)
 		quickProblems = problems
 		if err == nil {
 			rep := &GetReport{Shares: shares, Problems: problems}
 			m, err := w.Write(plain[off : off+length])
-			putQuickBuf(plain)
+			bufs.put(plain)
 			rep.Bytes = int64(m)
 			if err != nil {
 				return rep, fmt.Errorf("object: writing output: %w", err)
 			}
 			return rep, nil
 		}
-		putQuickBuf(buf)
+		bufs.put(buf)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -216,8 +218,6 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 		err    error
 		done   chan struct{}
 	}
-	// Room for a segment's k blocks: Decode opens them in place.
-	bufs := freeBufs(rc.K * rc.Params.BlockSize())
 	ordered := make(chan *djob, c.opt.Workers+2)
 	work := make(chan *djob, c.opt.Workers)
 	fetched := make(chan struct{})

@@ -29,9 +29,10 @@ import (
 // node without touching it. A share that is simply not where placement
 // says is no problem: placement moves with membership.
 //
-// The blocks are read into buf (grown if it has not room for k of them)
-// where decoding wants them, and the segment is opened there: plain is
-// buf's memory.
+// The blocks are read into buf (grown if it has not room for k of them;
+// Get gives it one of k full blocks, from the process's free list) where
+// decoding wants them, and the segment is opened there: plain is buf's
+// memory.
 func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Codec, buf []byte) (plain []byte, shares []int, problems []Problem, err error) {
 	l := vc.Layout()
 	if l.Segments != 1 {
@@ -109,30 +110,4 @@ func (c *Client) wholeShare(ctx context.Context, vc codec.VerifyCap, share int, 
 		return err
 	}
 	return src.checkBlock(0, block)
-}
-
-// quickBufs keeps the buffers of quick reads (a free list, not a
-// sync.Pool: see identity's gatherBufs). Each holds the k blocks of one
-// segment; buffers of more than quickBufMax bytes are not kept.
-var quickBufs = make(chan []byte, 16)
-
-const quickBufMax = 4 << 20
-
-func getQuickBuf() []byte {
-	select {
-	case b := <-quickBufs:
-		return b
-	default:
-		return nil
-	}
-}
-
-func putQuickBuf(b []byte) {
-	if cap(b) == 0 || cap(b) > quickBufMax {
-		return
-	}
-	select {
-	case quickBufs <- b[:0]:
-	default:
-	}
 }
