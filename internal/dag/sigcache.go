@@ -69,10 +69,10 @@ func newSigKey(ns NSID, h Hash, pub ed25519.PublicKey) (sigKey, bool) {
 	return k, true
 }
 
-// batchMin is the fewest unchecked signatures VerifyBatch checks
+// BatchMin is the fewest unchecked signatures VerifyBatch checks
 // together: a batch of one costs more than a single check, and from about
 // eight on a signature in a batch costs ~0.6 of one checked alone.
-const batchMin = 4
+const BatchMin = 4
 
 // sigBatches counts the batches VerifyBatch checked (for tests).
 var sigBatches atomic.Int64
@@ -131,7 +131,7 @@ func VerifyBatch(ns NSID, entry func(Hash) (*Entry, bool), recs []Record) int {
 		bv.Add(pub, e.signed(ns), e.Sig[:])
 		keys = append(keys, k)
 	}
-	if len(keys) < batchMin {
+	if len(keys) < BatchMin {
 		return 0
 	}
 	sigBatches.Add(1)

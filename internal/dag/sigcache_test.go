@@ -212,8 +212,8 @@ func TestVerifyBatch(t *testing.T) {
 	}
 
 	batches = sigBatches.Load()
-	if n := VerifyBatch(w.ns, w.log.Entry, records(t, w.signedBy(batchMin-1, "c", root, g.Hash(), priv))); n != 0 || sigBatches.Load() != batches {
-		t.Errorf("a batch below %d: %d checked in %d batches", batchMin, n, sigBatches.Load()-batches)
+	if n := VerifyBatch(w.ns, w.log.Entry, records(t, w.signedBy(BatchMin-1, "c", root, g.Hash(), priv))); n != 0 || sigBatches.Load() != batches {
+		t.Errorf("a batch below %d: %d checked in %d batches", BatchMin, n, sigBatches.Load()-batches)
 	}
 	// Signed for a grant this replica does not hold: left for later.
 	if n := VerifyBatch(w.ns, w.log.Entry, records(t, w.signedBy(6, "d", root, Hash{7}, priv))); n != 0 || sigBatches.Load() != batches {

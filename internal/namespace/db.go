@@ -158,8 +158,13 @@ func (d *DB) Ingest(ns dag.NSID, raws [][]byte) (Result, error) {
 		// such costs a read, not a write transaction and its fsync.
 		return Result{}, nil
 	}
-	d.verifyBatch(ns, raws)
-	req := &ingestReq{ns: ns, raws: raws, done: make(chan struct{})}
+	// Decoded, and signatures checked in a batch, before the group
+	// commit and outside its lock.
+	req := &ingestReq{ns: ns, recs: make([]decoded, len(raws)), done: make(chan struct{})}
+	for i, raw := range raws {
+		req.recs[i].r, req.recs[i].err = dag.Decode(raw)
+	}
+	d.verifyBatch(ns, req.recs)
 	d.qmu.Lock()
 	d.queue = append(d.queue, req)
 	if d.committing {
@@ -211,34 +216,39 @@ func (d *DB) holdsAll(ns dag.NSID, raws [][]byte) bool {
 }
 
 // verifyBatch checks the signatures of a batch of records together (see
-// dag.VerifyBatch), before the group commit and outside its lock: the
-// commit's own checks then find them done. A push or an exchange brings
-// tens of entries at a time, and a signature checked in a batch costs
-// ~0.6 of one checked alone.
-func (d *DB) verifyBatch(ns dag.NSID, raws [][]byte) {
-	if len(raws) < 4 {
-		return
-	}
-	recs := make([]dag.Record, 0, len(raws))
-	for _, raw := range raws {
-		if r, err := dag.Decode(raw); err == nil && r.Entry != nil {
-			recs = append(recs, r)
+// dag.VerifyBatch): the commit's own checks then find them done. A push
+// or an exchange brings tens of entries at a time, and a signature
+// checked in a batch costs ~0.6 of one checked alone.
+func (d *DB) verifyBatch(ns dag.NSID, recs []decoded) {
+	var entries []dag.Record
+	for _, rec := range recs {
+		if rec.err == nil && rec.r.Entry != nil {
+			entries = append(entries, rec.r)
 		}
+	}
+	if len(entries) < dag.BatchMin {
+		return
 	}
 	d.db.View(func(tx *bolt.Tx) error {
 		var entry func(dag.Hash) (*dag.Entry, bool)
 		if tx.Bucket(ns[:]) != nil {
 			entry = newTxLog(tx, ns).Entry
 		}
-		dag.VerifyBatch(ns, entry, recs)
+		dag.VerifyBatch(ns, entry, entries)
 		return nil
 	})
+}
+
+// decoded is one record of an Ingest call, decoded (or why not).
+type decoded struct {
+	r   dag.Record
+	err error
 }
 
 // ingestReq is one Ingest call waiting for its group commit.
 type ingestReq struct {
 	ns   dag.NSID
-	raws [][]byte
+	recs []decoded
 	res  Result
 	err  error
 	done chan struct{}
@@ -278,8 +288,8 @@ func (d *DB) commit(batch []*ingestReq) {
 				logs[ns] = l
 			}
 			res := &req.res
-			for _, raw := range req.raws {
-				r, err := dag.Decode(raw)
+			for _, rec := range req.recs {
+				r, err := rec.r, rec.err
 				if err != nil {
 					res.Rejected = append(res.Rejected, err)
 					continue
