@@ -16,6 +16,8 @@ import (
 	"github.com/quilt-grid/quilt/internal/node"
 )
 
+const checkBlocksHelp = "hash every block of every share on arrival and refuse damaged ones at once (costs CPU on every byte stored); by default a node checks each upload's header, length and hash tree, and the blocks are checked by every reader and by scrub"
+
 const noSyncHelp = "do not fsync shares: faster, but a power loss may lose shares stored in the last seconds (a crashed process still never leaves a partial share); Tahoe-LAFS storage servers work this way"
 
 func runNode(ctx context.Context, args []string) error {
@@ -29,6 +31,7 @@ func runNode(ctx context.Context, args []string) error {
 	capacity := fs.String("capacity", "0", "most bytes of shares to store, e.g. 50GiB (0: what the disk has)")
 	wan := fs.Bool("wan", false, "gossip timings for slow, lossy links")
 	noSync := fs.Bool("no-fsync", false, noSyncHelp)
+	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	syncEvery := fs.Duration("ns-sync", 5*time.Second, "how often namespaces are compared with a random peer (anti-entropy)")
 	if err := parseArgs(fs, args, 0); err != nil {
@@ -43,7 +46,7 @@ func runNode(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
-		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, Version: version, Logger: newLogger(*logLevel)}
+		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel)}
 	if cfg.Gossip == "" {
 		cfg.Gossip, err = nextPort(*listen)
 		if err != nil {
@@ -95,6 +98,7 @@ func runUp(ctx context.Context, args []string) error {
 	capacity := fs.String("capacity", "0", "capacity of each node, e.g. 10GiB (0: what the disk has)")
 	zones := fs.Int("zones", 0, "spread the nodes over this many zones (0: no zones)")
 	noSync := fs.Bool("no-fsync", false, noSyncHelp)
+	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
 	s3addr := fs.String("s3", "", "S3 endpoint of the grid's gateway (default: host, port+2·nodes; \"off\": none)")
 	if err := parseArgs(fs, args, 0); err != nil {
@@ -129,7 +133,7 @@ func runUp(ctx context.Context, args []string) error {
 			Dir:      filepath.Join(*dir, fmt.Sprintf("node-%02d", i+1)),
 			Listen:   net.JoinHostPort(*host, "0"),
 			Gossip:   net.JoinHostPort(*host, "0"),
-			Capacity: cap, NoSync: *noSync, Version: version, Logger: log,
+			Capacity: cap, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: log,
 		}
 		if *port != 0 {
 			cfg.Listen = net.JoinHostPort(*host, strconv.Itoa(*port+2*i))

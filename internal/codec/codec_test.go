@@ -151,6 +151,57 @@ func TestShareVerify(t *testing.T) {
 	}
 }
 
+// frameCheck runs a share through sharefile's frame-only check, as a
+// storage node does on upload.
+func frameCheck(s []byte) (sharefile.Info, error) {
+	c := sharefile.NewFrameChecker()
+	if _, err := c.Write(s); err != nil {
+		return sharefile.Info{}, err
+	}
+	return c.Finish(bytes.NewReader(s), int64(len(s)))
+}
+
+// The frame check finds any damage outside the blocks, and damage to a
+// block only under Verify: it hashes no block.
+func TestFrameCheck(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	rc, shares, err := EncodeAll(Params{3, 10, 1000}, NewKey(), randBytes(r, 5500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rc.Verify().Layout()
+	for i, s := range shares {
+		info, err := frameCheck(s)
+		if err != nil {
+			t.Fatalf("share %d: %v", i, err)
+		}
+		if info.Root != rc.Root || info.Share != i {
+			t.Fatalf("share %d: frame check gives root %x share %d", i, info.Root[:4], info.Share)
+		}
+		for range 50 {
+			d := slices.Clone(s)
+			off := r.Int64N(int64(len(d)))
+			d[off] ^= 1 << r.IntN(8)
+			info, err := frameCheck(d)
+			inBlocks := off >= sharefile.HeaderSize && off < l.TrailerOffset()
+			switch {
+			case inBlocks && (err != nil || info.Root != rc.Root):
+				t.Fatalf("share %d: a block flipped at %d failed the frame check: %v", i, off, err)
+			case !inBlocks && err == nil && info.Root == rc.Root:
+				t.Fatalf("share %d: header or trailer flipped at %d passed the frame check", i, off)
+			}
+			if inBlocks {
+				if _, err := sharefile.Verify(bytes.NewReader(d), int64(len(d))); err == nil {
+					t.Fatalf("share %d: block flipped at %d passed Verify", i, off)
+				}
+			}
+		}
+		if _, err := frameCheck(s[:len(s)-1]); err == nil {
+			t.Fatalf("share %d: truncated share passed the frame check", i)
+		}
+	}
+}
+
 // A wrong key fails cleanly with ErrDecrypt, never returns bytes.
 func TestWrongKey(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))

@@ -41,6 +41,9 @@ type Config struct {
 	Zone      string // failure domain (a building, a neighbourhood)
 	Capacity  int64  // bytes of shares to store at most; 0: what the disk has
 	NoSync    bool   // skip fsync (see sharestore.DiskOptions.NoSync)
+	// CheckBlocks hashes every block of every upload on arrival (see
+	// sharestore.DiskOptions.CheckBlocks).
+	CheckBlocks bool
 	// Join, if set, is an invite to an existing grid; if nil, the node
 	// rejoins the grid in Dir, or starts a new one.
 	Join    *identity.Invite
@@ -123,7 +126,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		stop: make(chan struct{}), dirty: make(chan struct{}, 1)}
 	n.store = cfg.Store
 	if n.store == nil {
-		if n.store, err = sharestore.OpenDisk(filepath.Join(cfg.Dir, "store"), sharestore.DiskOptions{Capacity: cfg.Capacity, NoSync: cfg.NoSync}); err != nil {
+		if n.store, err = sharestore.OpenDisk(filepath.Join(cfg.Dir, "store"), sharestore.DiskOptions{Capacity: cfg.Capacity, NoSync: cfg.NoSync, CheckBlocks: cfg.CheckBlocks}); err != nil {
 			return nil, err
 		}
 	}

@@ -38,7 +38,7 @@ func TestAPIErrorsKeepTheirKind(t *testing.T) {
 		t.Fatalf("missing share: %v", err)
 	}
 	bad := bytes.Clone(shares[0])
-	bad[100] ^= 1
+	bad[20] ^= 1 // the header names another object
 	if _, err := c.PutShare(ctx, id, key, bytes.NewReader(bad), int64(len(bad)), lease); !errors.Is(err, sharestore.ErrCorrupt) {
 		t.Fatalf("corrupt share: %v", err)
 	}
@@ -63,6 +63,39 @@ func TestAPIErrorsKeepTheirKind(t *testing.T) {
 	}
 	if err := c.DeleteShare(ctx, id, key, []byte("secret")); err != nil {
 		t.Fatalf("delete: %v", err)
+	}
+}
+
+// A share with a damaged block is stored as it came by a node that checks
+// only the frame (readers and scrub find the block), and refused at once
+// by a node made to check blocks.
+func TestDamagedBlockOnUpload(t *testing.T) {
+	ctx := context.Background()
+	rc, shares, err := codec.EncodeAll(codec.Params{K: 1, N: 2, SegmentSize: 1000}, codec.NewKey(), bytes.Repeat([]byte("z"), 5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := sharestore.Key{SI: rc.Key.StorageIndex(), Share: 0}
+	bad := bytes.Clone(shares[0])
+	bad[100] ^= 1 // in the first block
+	for _, check := range []bool{false, true} {
+		g := testgrid.New(t, testgrid.Options{Nodes: 1, CheckBlocks: check})
+		c := g.NodeClient()
+		if _, err := c.Members(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		id := string(g.Nodes[0].ID())
+		_, err := c.PutShare(ctx, id, key, bytes.NewReader(bad), int64(len(bad)), sharestore.LeaseFor([]byte("s")))
+		switch {
+		case check && !errors.Is(err, sharestore.ErrCorrupt):
+			t.Errorf("node checking blocks: %v, want ErrCorrupt", err)
+		case !check && err != nil:
+			t.Errorf("node checking the frame: %v", err)
+		}
+		_, err = c.GetShare(ctx, id, key, 0, 10)
+		if stored := err == nil; stored == check {
+			t.Errorf("check blocks %v: share stored %v (%v)", check, stored, err)
+		}
 	}
 }
 

@@ -37,10 +37,11 @@ const recordSize = 128
 // Where the file system allows it, share bytes are written with O_DIRECT
 // (see directWriter), past the page cache.
 type Disk struct {
-	dir    string
-	noSync bool
-	space  space
-	mu     sync.Mutex // serialises commits and deletes of one store
+	dir         string
+	noSync      bool
+	checkBlocks bool
+	space       space
+	mu          sync.Mutex // serialises commits and deletes of one store
 
 	newDirs map[string]*dirSync // share directories whose parent is being synced (under mu)
 
@@ -58,13 +59,20 @@ type DiskOptions struct {
 	// power loss may lose shares stored in the last seconds. Tahoe-LAFS
 	// storage servers work this way; Quilt's default is to sync.
 	NoSync bool
+	// CheckBlocks hashes every block of every upload on arrival and
+	// refuses a share with a block that does not match its hash. Without
+	// it, an upload's frame is checked (see the package doc) and its
+	// blocks are checked by readers and by Scrub: the transport (TLS)
+	// already authenticates every byte, so the hashing only catches an
+	// uploader's own mistakes.
+	CheckBlocks bool
 }
 
 var _ Store = (*Disk)(nil)
 
 // OpenDisk opens (creating if needed) a store in dir.
 func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
-	d := &Disk{dir: dir, noSync: opt.NoSync, newDirs: map[string]*dirSync{}}
+	d := &Disk{dir: dir, noSync: opt.NoSync, checkBlocks: opt.CheckBlocks, newDirs: map[string]*dirSync{}}
 	d.space.capacity = opt.Capacity
 	d.space.diskFree = cachedDiskFree(dir)
 	for _, sub := range []string{"shares", "tmp"} {
@@ -174,7 +182,7 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	if _, err := w.Write(rec); err != nil {
 		return Info{}, err
 	}
-	c, n, err := receive(ctx, key, w, r, size, &d.space)
+	c, n, err := receive(ctx, key, w, r, size, &d.space, d.checkBlocks)
 	if err != nil {
 		return Info{}, err
 	}

@@ -14,6 +14,9 @@ import (
 // Mem is an in-memory Store for unit tests. It behaves as Disk does,
 // minus durability.
 type Mem struct {
+	// CheckBlocks is DiskOptions.CheckBlocks; set it before the first Put.
+	CheckBlocks bool
+
 	space  space
 	mu     sync.Mutex
 	shares map[Key]*memShare
@@ -35,7 +38,7 @@ func NewMem(capacity int64) *Mem {
 // Put implements Store.
 func (m *Mem) Put(ctx context.Context, key Key, r io.Reader, size int64, lease Lease) (Info, error) {
 	var buf bytes.Buffer
-	c, n, err := receive(ctx, key, &buf, r, size, &m.space)
+	c, n, err := receive(ctx, key, &buf, r, size, &m.space, m.CheckBlocks)
 	stored := false
 	defer func() { m.space.settle(n, stored) }()
 	if err != nil {

@@ -3,8 +3,13 @@
 // against their hash trees (scrub) without any key.
 //
 // A share becomes visible only once it has arrived whole and passed the
-// check of package sharefile: a crash or a dropped connection mid-upload
-// never leaves a share that looks complete. Disk is the real store; Mem is
+// frame check of package sharefile (header, length, trailer, and the hash
+// tree from its block hashes up to the object root it claims): a crash or
+// a dropped connection mid-upload never leaves a share that looks
+// complete. Whether every block matches its hash is checked by every
+// reader and by Scrub; a store made to (DiskOptions.CheckBlocks,
+// Mem.CheckBlocks) also checks it on arrival, at the cost of hashing every
+// byte it stores. Disk is the real store; Mem is
 // an in-memory fake for unit tests. Both pass the suite in sharestoretest.
 package sharestore
 
@@ -96,7 +101,7 @@ type Usage struct {
 // use.
 type Store interface {
 	// Put reads a whole share from r and stores it under key if it passes
-	// the check and fits. It returns once the share is durable. size is
+	// the check (see the package doc) and fits. It returns once the share is durable. size is
 	// the share's length if the sender knows it, else -1: a known size is
 	// refused at once if it does not fit, and must then be exact.
 	Put(ctx context.Context, key Key, r io.Reader, size int64, lease Lease) (Info, error)
@@ -190,10 +195,14 @@ func (s *space) usage() Usage {
 }
 
 // receive copies a share from r to w through a checker, reserving space:
-// all of size at once if it is known (>= 0), else as bytes arrive. It
+// all of size at once if it is known (>= 0), else as bytes arrive. The
+// checker checks the share's frame, and its blocks too if checkBlocks. It
 // returns the bytes reserved, also on error: the caller settles them.
-func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, size int64, sp *space) (*sharefile.Checker, int64, error) {
-	c := sharefile.NewChecker()
+func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, size int64, sp *space, checkBlocks bool) (*sharefile.Checker, int64, error) {
+	c := sharefile.NewFrameChecker()
+	if checkBlocks {
+		c = sharefile.NewChecker()
+	}
 	var n, reserved int64
 	if size >= 0 {
 		if err := sp.reserve(key, size); err != nil {

@@ -15,7 +15,15 @@ import (
 func TestMem(t *testing.T) {
 	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
 		return sharestore.NewMem(capacity)
-	})
+	}, sharestoretest.Options{})
+}
+
+func TestMemCheckBlocks(t *testing.T) {
+	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
+		m := sharestore.NewMem(capacity)
+		m.CheckBlocks = true
+		return m
+	}, sharestoretest.Options{ChecksBlocks: true})
 }
 
 // The store without fsync keeps every other guarantee.
@@ -26,7 +34,7 @@ func TestDiskNoSync(t *testing.T) {
 			t.Fatal(err)
 		}
 		return d
-	})
+	}, sharestoretest.Options{})
 }
 
 func TestDisk(t *testing.T) {
@@ -36,7 +44,17 @@ func TestDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 		return d
-	})
+	}, sharestoretest.Options{})
+}
+
+func TestDiskCheckBlocks(t *testing.T) {
+	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
+		d, err := sharestore.OpenDisk(t.TempDir(), sharestore.DiskOptions{Capacity: capacity, CheckBlocks: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}, sharestoretest.Options{ChecksBlocks: true})
 }
 
 // A reopened store finds its shares and usage again, and clears what a

@@ -33,6 +33,9 @@ type Options struct {
 	Capacity func(i int) int64
 	// Wrap, if set, may replace node i's store (fault injection).
 	Wrap func(i int, s sharestore.Store) sharestore.Store
+	// CheckBlocks makes the nodes hash every block on arrival
+	// (node.Config.CheckBlocks).
+	CheckBlocks bool
 }
 
 // Grid is a running test grid.
@@ -85,7 +88,7 @@ func (g *Grid) start(i int, join bool) {
 	g.t.Helper()
 	cfg := node.Config{
 		Dir: g.Dirs[i], Listen: "127.0.0.1:0", Version: "test",
-		Logger: logger(), TuneGossip: FastGossip,
+		Logger: logger(), TuneGossip: FastGossip, CheckBlocks: g.opt.CheckBlocks,
 	}
 	if a := g.addrs[i]; a[0] != "" { // a restart: same addresses, as a real node
 		cfg.Listen, cfg.Gossip = a[0], a[1]
@@ -97,7 +100,7 @@ func (g *Grid) start(i int, join bool) {
 		cfg.Capacity = g.opt.Capacity(i)
 	}
 	if g.opt.Wrap != nil {
-		s, err := sharestore.OpenDisk(g.Dirs[i]+"/store", sharestore.DiskOptions{Capacity: cfg.Capacity})
+		s, err := sharestore.OpenDisk(g.Dirs[i]+"/store", sharestore.DiskOptions{Capacity: cfg.Capacity, CheckBlocks: cfg.CheckBlocks})
 		if err != nil {
 			g.t.Fatal(err)
 		}

@@ -40,6 +40,15 @@ func object(t *testing.T, size int) (codec.ReadCap, [][]byte) {
 	return rc, shares
 }
 
+// damagedBlocks returns copies of share sh with one bit of a block
+// flipped: in the first block, and at the end of the last.
+func damagedBlocks(rc codec.ReadCap, sh []byte) map[string][]byte {
+	first, last := bytes.Clone(sh), bytes.Clone(sh)
+	first[100] ^= 4
+	last[rc.Verify().Layout().TrailerOffset()-1] ^= 1
+	return map[string][]byte{"flipped block": first, "flipped block end": last}
+}
+
 func key(rc codec.ReadCap, share int) sharestore.Key {
 	return sharestore.Key{SI: rc.Key.StorageIndex(), Share: share}
 }
@@ -75,8 +84,16 @@ func mustAbsent(t *testing.T, s sharestore.Store, k sharestore.Key) {
 	}
 }
 
+// Options say what the stores under test are made to do.
+type Options struct {
+	// ChecksBlocks: the stores hash every block on arrival
+	// (sharestore.DiskOptions.CheckBlocks), and refuse a damaged block
+	// at Put rather than at Scrub.
+	ChecksBlocks bool
+}
+
 // Run runs the whole suite against stores made by newStore.
-func Run(t *testing.T, newStore Factory) {
+func Run(t *testing.T, newStore Factory, opt Options) {
 	ctx := context.Background()
 
 	t.Run("PutOpenReadRanges", func(t *testing.T) {
@@ -172,18 +189,23 @@ func Run(t *testing.T, newStore Factory) {
 		rc, shares := object(t, 20_000)
 		sh := shares[2]
 		cases := map[string][]byte{
-			"truncated":     sh[:len(sh)-1],
-			"header only":   sh[:sharefile.HeaderSize],
-			"garbage":       bytes.Repeat([]byte("x"), 5000),
-			"empty":         nil,
-			"extra byte":    append(bytes.Clone(sh), 0),
-			"flipped block": func() []byte { b := bytes.Clone(sh); b[100] ^= 4; return b }(),
-			"flipped block end": func() []byte {
+			"truncated":   sh[:len(sh)-1],
+			"header only": sh[:sharefile.HeaderSize],
+			"garbage":     bytes.Repeat([]byte("x"), 5000),
+			"empty":       nil,
+			"extra byte":  append(bytes.Clone(sh), 0),
+			"flipped block hash": func() []byte {
 				b := bytes.Clone(sh)
-				b[rc.Verify().Layout().TrailerOffset()-1] ^= 1
+				b[rc.Verify().Layout().TrailerOffset()+20] ^= 1 // the first block hash
 				return b
 			}(),
-			"other share": shares[3], // uploaded as share 2
+			"flipped header": func() []byte { b := bytes.Clone(sh); b[20] ^= 1; return b }(),
+			"other share":    shares[3], // uploaded as share 2
+		}
+		if opt.ChecksBlocks {
+			for name, b := range damagedBlocks(rc, sh) {
+				cases[name] = b
+			}
 		}
 		for name, b := range cases {
 			for _, size := range []int64{-1, int64(len(b))} {
@@ -201,6 +223,33 @@ func Run(t *testing.T, newStore Factory) {
 				t.Errorf("announced %d of %d bytes: err %v, want ErrCorrupt", size, len(sh), err)
 			}
 			mustAbsent(t, s, key(rc, 2))
+		}
+	})
+
+	// A store that does not hash blocks on arrival stores a share with a
+	// damaged block, as it came; Scrub finds it, and it can be deleted.
+	// (A store that does hash them refuses such a share at Put: see
+	// TruncatedOrDamagedShareRefused.)
+	t.Run("DamagedBlockFoundByScrub", func(t *testing.T) {
+		if opt.ChecksBlocks {
+			return
+		}
+		s := newStore(t, 0)
+		rc, shares := object(t, 20_000)
+		for name, b := range damagedBlocks(rc, shares[2]) {
+			info, err := s.Put(ctx, key(rc, 2), bytes.NewReader(b), int64(len(b)), sharestore.LeaseFor(secret))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if info.Root != rc.Root {
+				t.Fatalf("%s: stored under root %x, the share claims %x", name, info.Root[:4], rc.Root[:4])
+			}
+			if _, err := s.Scrub(ctx, key(rc, 2)); !errors.Is(err, sharestore.ErrCorrupt) {
+				t.Errorf("%s: scrub: %v, want ErrCorrupt", name, err)
+			}
+			if err := s.Delete(ctx, key(rc, 2), secret); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 
