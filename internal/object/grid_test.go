@@ -394,6 +394,37 @@ func TestGridBadCapability(t *testing.T) {
 	}
 }
 
+// An input longer or shorter than the size announced fails the upload,
+// whether it ends inside a segment or on a segment boundary, and no node
+// keeps a share of it.
+func TestGridPutWrongSize(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 3})
+	c := g.Objects(object.Options{})
+	p := codec.Params{K: 2, N: 3, SegmentSize: 4096}
+	for _, tc := range []struct{ actual, announced int64 }{
+		{10000, 12000}, // ends inside a segment
+		{8192, 12288},  // ends on a boundary
+		{0, 10},
+		{12000, 10000}, // goes on inside a segment
+		{8193, 8192},   // one byte past a boundary
+		{5, 0},
+	} {
+		_, _, err := c.Put(context.Background(), randReader(1, tc.actual), tc.announced, p, 3)
+		if err == nil || !strings.Contains(err.Error(), "announced") {
+			t.Errorf("%d bytes announced as %d: %v", tc.actual, tc.announced, err)
+		}
+	}
+	for i, n := range g.Nodes {
+		if u := n.Store().Usage(); u.Shares != 0 {
+			t.Errorf("node %d keeps %d shares of failed uploads", i, u.Shares)
+		}
+	}
+	for _, size := range []int64{0, 1, 8192, 10000} {
+		rc, _ := put(t, c, 2, size, p, 3)
+		mustGet(t, c, rc, 2)
+	}
+}
+
 // A node sends each share's trailer with its share list when asked, byte
 // for byte the share's tail, so a read checks it without a second round
 // trip; without asking, none is sent.

@@ -51,6 +51,13 @@ func readSegment(r io.Reader, buf []byte) (int, bool, error) {
 	return n, false, nil
 }
 
+// atEOF reports whether r has nothing more to read.
+func atEOF(r io.Reader) bool {
+	var b [1]byte
+	n, err := io.ReadFull(r, b[:])
+	return n == 0 && err == io.EOF
+}
+
 // Put stores the bytes of r as a new object encoded with p, on at least
 // happy distinct nodes. size is the input's length if known (it sizes the
 // placement), or -1. The report says where each share went.
@@ -104,6 +111,9 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		cur := plainPool.get()
 		n, eof, err := readSegment(r, cur)
 		for idx := int64(0); ; idx++ {
+			if err == nil && size >= 0 && total+int64(n) > size {
+				err = fmt.Errorf("object: input is longer than the %d bytes announced", size)
+			}
 			if err != nil {
 				readErr = err
 				return
@@ -111,15 +121,23 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			j := &job{index: idx, plain: cur[:n], done: make(chan struct{})}
 			var next []byte
 			var nn int
-			if !eof {
+			switch {
+			case size >= 0:
+				// With the size known, so is whether this segment is the
+				// last: it goes to the encoders before the next is read.
+				j.last = eof || total+int64(n) == size
+			case !eof:
+				// Read ahead to learn whether this segment is the last.
 				next = plainPool.get()
 				nn, eof, err = readSegment(r, next)
 				if err == nil && nn == 0 && eof {
 					plainPool.put(next)
 					next = nil
 				}
+				j.last = next == nil && err == nil
+			default:
+				j.last = true
 			}
-			j.last = next == nil && err == nil
 			total += int64(n)
 			select {
 			case ordered <- j:
@@ -129,7 +147,18 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			}
 			jobs <- j
 			if j.last {
+				if size >= 0 && !eof && !atEOF(r) {
+					readErr = fmt.Errorf("object: input is longer than the %d bytes announced", size)
+				}
 				return
+			}
+			if size >= 0 {
+				next = plainPool.get()
+				nn, eof, err = readSegment(r, next)
+				if err == nil && nn == 0 {
+					readErr = fmt.Errorf("object: input was %d bytes, not the %d announced", total, size)
+					return
+				}
 			}
 			cur, n = next, nn
 		}
