@@ -156,6 +156,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 				next = plainPool.get()
 				nn, eof, err = readSegment(r, next)
 				if err == nil && nn == 0 {
+					plainPool.put(next)
 					readErr = fmt.Errorf("object: input was %d bytes, not the %d announced", total, size)
 					return
 				}
