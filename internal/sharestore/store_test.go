@@ -26,35 +26,29 @@ func TestMemCheckBlocks(t *testing.T) {
 	}, sharestoretest.Options{ChecksBlocks: true})
 }
 
-// The store without fsync keeps every other guarantee.
-func TestDiskNoSync(t *testing.T) {
-	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
-		d, err := sharestore.OpenDisk(t.TempDir(), sharestore.DiskOptions{Capacity: capacity, NoSync: true})
+// disks makes disk stores with opt, and the capacity the suite asks for.
+func disks(opt sharestore.DiskOptions) sharestoretest.Factory {
+	return func(t *testing.T, capacity int64) sharestoretest.Corruptible {
+		opt.Capacity = capacity
+		d, err := sharestore.OpenDisk(t.TempDir(), opt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
-	}, sharestoretest.Options{})
+	}
+}
+
+// The store without fsync keeps every other guarantee.
+func TestDiskNoSync(t *testing.T) {
+	sharestoretest.Run(t, disks(sharestore.DiskOptions{NoSync: true}), sharestoretest.Options{})
 }
 
 func TestDisk(t *testing.T) {
-	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
-		d, err := sharestore.OpenDisk(t.TempDir(), sharestore.DiskOptions{Capacity: capacity})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}, sharestoretest.Options{})
+	sharestoretest.Run(t, disks(sharestore.DiskOptions{}), sharestoretest.Options{})
 }
 
 func TestDiskCheckBlocks(t *testing.T) {
-	sharestoretest.Run(t, func(t *testing.T, capacity int64) sharestoretest.Corruptible {
-		d, err := sharestore.OpenDisk(t.TempDir(), sharestore.DiskOptions{Capacity: capacity, CheckBlocks: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}, sharestoretest.Options{ChecksBlocks: true})
+	sharestoretest.Run(t, disks(sharestore.DiskOptions{CheckBlocks: true}), sharestoretest.Options{ChecksBlocks: true})
 }
 
 // A reopened store finds its shares and usage again, and clears what a
