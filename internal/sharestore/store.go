@@ -9,8 +9,8 @@
 // complete. Whether every block matches its hash is checked by every
 // reader and by Scrub; a store made to (DiskOptions.CheckBlocks,
 // Mem.CheckBlocks) also checks it on arrival, at the cost of hashing every
-// byte it stores. Disk is the real store; Mem is
-// an in-memory fake for unit tests. Both pass the suite in sharestoretest.
+// byte it stores. Disk is the real store; Mem is an in-memory fake for
+// unit tests. Both pass the suite in sharestoretest.
 package sharestore
 
 import (
@@ -101,9 +101,10 @@ type Usage struct {
 // use.
 type Store interface {
 	// Put reads a whole share from r and stores it under key if it passes
-	// the check (see the package doc) and fits. It returns once the share is durable. size is
-	// the share's length if the sender knows it, else -1: a known size is
-	// refused at once if it does not fit, and must then be exact.
+	// the check (see the package doc) and fits. It returns once the share
+	// is durable. size is the share's length if the sender knows it, else
+	// -1: a known size is refused at once if it does not fit, and must then
+	// be exact.
 	Put(ctx context.Context, key Key, r io.Reader, size int64, lease Lease) (Info, error)
 	// Open opens a stored share for reading.
 	Open(ctx context.Context, key Key) (Share, error)
