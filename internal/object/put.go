@@ -51,6 +51,11 @@ func readSegment(r io.Reader, buf []byte) (int, bool, error) {
 	return n, false, nil
 }
 
+// errLonger is the error of an input longer than the size announced.
+func errLonger(size int64) error {
+	return fmt.Errorf("object: input is longer than the %d bytes announced", size)
+}
+
 // atEOF reports whether r has nothing more to read.
 func atEOF(r io.Reader) bool {
 	var b [1]byte
@@ -112,7 +117,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		n, eof, err := readSegment(r, cur)
 		for idx := int64(0); ; idx++ {
 			if err == nil && size >= 0 && total+int64(n) > size {
-				err = fmt.Errorf("object: input is longer than the %d bytes announced", size)
+				err = errLonger(size)
 			}
 			if err != nil {
 				readErr = err
@@ -148,7 +153,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			jobs <- j
 			if j.last {
 				if size >= 0 && !eof && !atEOF(r) {
-					readErr = fmt.Errorf("object: input is longer than the %d bytes announced", size)
+					readErr = errLonger(size)
 				}
 				return
 			}

@@ -200,10 +200,11 @@ func (s *space) usage() Usage {
 // checker checks the share's frame, and its blocks too if checkBlocks. It
 // returns the bytes reserved, also on error: the caller settles them.
 func receive(ctx context.Context, key Key, w io.Writer, r io.Reader, size int64, sp *space, checkBlocks bool) (*sharefile.Checker, int64, error) {
-	c := sharefile.NewFrameChecker()
+	newChecker := sharefile.NewFrameChecker
 	if checkBlocks {
-		c = sharefile.NewChecker()
+		newChecker = sharefile.NewChecker
 	}
+	c := newChecker()
 	var n, reserved int64
 	if size >= 0 {
 		if err := sp.reserve(key, size); err != nil {
