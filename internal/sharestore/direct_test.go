@@ -2,7 +2,6 @@ package sharestore
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -10,8 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/quilt-grid/quilt/internal/codec"
 
 	"golang.org/x/sys/unix"
 )
@@ -224,53 +221,5 @@ func TestDirectWriterFilled(t *testing.T) {
 		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("size %d: file differs (%v)", size, err)
 		}
-	}
-}
-
-// TestNewDirectoryWaiters: a share put into a directory another Put has
-// just made is not reported stored before that directory's entry in its
-// parent is durable.
-func TestNewDirectoryWaiters(t *testing.T) {
-	ctx := context.Background()
-	d, err := OpenDisk(t.TempDir(), DiskOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, shares, err := codec.EncodeAll(codec.Params{K: 2, N: 3, SegmentSize: 64 << 10}, codec.NewKey(), bytes.Repeat([]byte("w"), 100<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	si := rc.Key.StorageIndex()
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	d.beforeParentSync = func(string) {
-		entered <- struct{}{}
-		<-release
-	}
-	put := func(i int) chan error {
-		c := make(chan error, 1)
-		go func() {
-			_, err := d.Put(ctx, Key{SI: si, Share: i}, bytes.NewReader(shares[i]), int64(len(shares[i])), LeaseFor([]byte("s")))
-			c <- err
-		}()
-		return c
-	}
-	first := put(0)
-	<-entered // share 0 made the directory and is syncing its parent
-	second := put(1)
-	select {
-	case err := <-second:
-		t.Fatalf("share 1 reported stored (%v) before the directory was durable", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	close(release)
-	for _, c := range []chan error{first, second} {
-		if err := <-c; err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The same share again waits the same way and is kept.
-	if _, err := d.Put(ctx, Key{SI: si, Share: 1}, bytes.NewReader(shares[1]), int64(len(shares[1])), LeaseFor([]byte("s"))); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,7 +29,7 @@ const recordSize = 128
 
 // Disk is a Store in a directory:
 //
-//	DIR/shares/ab/<storage index hex>/<share number>   record + share
+//	DIR/shares/ab/<storage index hex>.<share number>   record + share
 //	DIR/tmp/                                           uploads in flight
 //
 // An upload is written to DIR/tmp, checked, fsynced and renamed into
@@ -36,18 +37,19 @@ const recordSize = 128
 // whole and durable. Leftovers in DIR/tmp from a crash are removed on open.
 // Where the file system allows it, share bytes are written with O_DIRECT
 // (see directWriter), past the page cache.
+//
+// The 256 directories under DIR/shares (the storage index's first byte)
+// are made when the store is opened, so that storing a share makes one
+// file and syncs one directory: a node usually holds one share of an
+// object, and a directory per object (Tahoe-LAFS's layout, and this
+// store's until 2026-11) cost a mkdir and a second directory sync per
+// share. Stores in that layout are moved to this one on open.
 type Disk struct {
 	dir         string
 	noSync      bool
 	checkBlocks bool
 	space       space
 	mu          sync.Mutex // serialises commits and deletes of one store
-
-	newDirs map[string]*dirSync // share directories whose parent is being synced (under mu)
-
-	// beforeParentSync, if set (tests), runs before a new directory's
-	// parent sync is reported done.
-	beforeParentSync func(dir string)
 }
 
 // DiskOptions configure a Disk store.
@@ -72,7 +74,7 @@ var _ Store = (*Disk)(nil)
 
 // OpenDisk opens (creating if needed) a store in dir.
 func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
-	d := &Disk{dir: dir, noSync: opt.NoSync, checkBlocks: opt.CheckBlocks, newDirs: map[string]*dirSync{}}
+	d := &Disk{dir: dir, noSync: opt.NoSync, checkBlocks: opt.CheckBlocks}
 	d.space.capacity = opt.Capacity
 	d.space.diskFree = cachedDiskFree(dir)
 	for _, sub := range []string{"shares", "tmp"} {
@@ -86,6 +88,9 @@ func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
 	}
 	for _, e := range tmp {
 		os.Remove(filepath.Join(dir, "tmp", e.Name()))
+	}
+	if err := d.makePrefixes(); err != nil {
+		return nil, fmt.Errorf("sharestore: %w", err)
 	}
 	err = d.Walk(context.Background(), func(i Info) error {
 		d.space.used += i.Size
@@ -124,13 +129,111 @@ func diskFree(dir string) int64 {
 	return int64(st.Bavail) * int64(st.Bsize)
 }
 
-func (d *Disk) siDir(si sharefile.SI) string {
-	h := hex.EncodeToString(si[:])
-	return filepath.Join(d.dir, "shares", h[:2], h)
+// prefixDir is the directory of the shares whose storage index begins
+// with the byte b.
+func (d *Disk) prefixDir(b byte) string {
+	return filepath.Join(d.dir, "shares", hex.EncodeToString([]byte{b}))
 }
 
 func (d *Disk) path(key Key) string {
-	return filepath.Join(d.siDir(key.SI), strconv.Itoa(key.Share))
+	return filepath.Join(d.prefixDir(key.SI[0]), shareName(key))
+}
+
+// shareName is a share's file name in its prefix directory.
+func shareName(key Key) string {
+	return hex.EncodeToString(key.SI[:]) + "." + strconv.Itoa(key.Share)
+}
+
+// parseShareName is the inverse of shareName; ok is false for any other
+// name.
+func parseShareName(name string) (key Key, ok bool) {
+	h, n, found := strings.Cut(name, ".")
+	if !found {
+		return Key{}, false
+	}
+	si, err := ParseSI(h)
+	if err != nil {
+		return Key{}, false
+	}
+	sh, err := strconv.Atoi(n)
+	if err != nil || sh < 0 || sh > 255 || strconv.Itoa(sh) != n {
+		return Key{}, false
+	}
+	return Key{SI: si, Share: sh}, true
+}
+
+// makePrefixes makes the 256 prefix directories that are missing, and
+// moves shares stored in the earlier layout (a directory per storage
+// index) into them. Each step is a rename, so a crash part way leaves
+// every share in one place or the other, and the next open goes on.
+func (d *Disk) makePrefixes() error {
+	made := false
+	for b := 0; b < 256; b++ {
+		p := d.prefixDir(byte(b))
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		made = true
+	}
+	if made {
+		if err := d.syncDir(filepath.Join(d.dir, "shares")); err != nil {
+			return err
+		}
+	}
+	for b := 0; b < 256; b++ {
+		if err := d.moveOldLayout(d.prefixDir(byte(b))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moveOldLayout moves the shares in prefix/<storage index>/<n> to
+// prefix/<storage index>.<n> and removes the emptied directories.
+func (d *Disk) moveOldLayout(prefix string) error {
+	entries, err := os.ReadDir(prefix)
+	if err != nil {
+		return err
+	}
+	var old []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		si, err := ParseSI(e.Name())
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(prefix, e.Name())
+		shares, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, s := range shares {
+			n, err := strconv.Atoi(s.Name())
+			if err != nil || n < 0 || n > 255 {
+				continue
+			}
+			if err := os.Rename(filepath.Join(dir, s.Name()), filepath.Join(prefix, shareName(Key{SI: si, Share: n}))); err != nil {
+				return err
+			}
+		}
+		old = append(old, dir)
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	// The new names are durable before the old directories go.
+	if err := d.syncDir(prefix); err != nil {
+		return err
+	}
+	for _, dir := range old {
+		os.Remove(dir) // only succeeds once empty: anything else is left
+	}
+	return d.syncDir(prefix)
 }
 
 func isNoSpace(err error) bool {
@@ -218,96 +321,40 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 		return Info{}, err
 	}
 	// Under the lock: is the share here already, and the rename. The
-	// directory fsyncs come after it, so that shares arriving together
-	// overlap theirs.
-	dir := d.siDir(key.SI)
+	// directory fsync comes after it, so that shares arriving together
+	// share theirs.
+	prefix := d.prefixDir(key.SI[0])
 	d.mu.Lock()
 	if old, err := d.stat(key); err == nil {
-		ds := d.newDirs[dir]
 		d.mu.Unlock()
 		if old.Root != info.Root {
 			return Info{}, ErrExists
 		}
 		// The same share again: keep the one we have, once it is durable
-		// (the Put that stored it may still be syncing its directory).
-		err := d.syncDir(dir)
-		if ds != nil {
-			<-ds.done
-			err = errors.Join(err, ds.err)
-		}
-		if err != nil {
+		// (the Put that stored it may still be syncing the directory).
+		if err := d.syncDir(prefix); err != nil {
 			return Info{}, err
 		}
 		return old, nil
 	}
-	// A new directory's entry must be durable before any share in it is
-	// reported stored: its creator syncs the parent, and every share put
-	// meanwhile waits for that.
-	ds, creator := d.newDirs[dir], false
-	if _, err := os.Stat(dir); err != nil {
-		// The parent, shares/xx, is made at most 256 times in a store's
-		// life: made and synced under the lock, so it is durable before
-		// anyone puts a directory in it.
-		prefix := filepath.Dir(dir)
-		if _, err := os.Stat(prefix); err != nil {
-			if err := os.Mkdir(prefix, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				d.mu.Unlock()
-				return Info{}, err
-			}
-			if err := d.syncDir(filepath.Dir(prefix)); err != nil {
-				d.mu.Unlock()
-				return Info{}, err
+	err = os.Rename(tmpPath, d.path(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		// The prefix directory was removed under the store: make it again.
+		if err = os.Mkdir(prefix, 0o700); err == nil {
+			if err = d.syncDir(filepath.Dir(prefix)); err == nil {
+				err = os.Rename(tmpPath, d.path(key))
 			}
 		}
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			d.mu.Unlock()
-			return Info{}, err
-		}
-		// Made here (again, if a delete removed it meanwhile): this Put
-		// syncs the parent; earlier waiters wait on their own creator.
-		ds, creator = &dirSync{done: make(chan struct{})}, true
-		d.newDirs[dir] = ds
 	}
-	renameErr := os.Rename(tmpPath, d.path(key))
-	committed = renameErr == nil
+	committed = err == nil
 	d.mu.Unlock()
-	if renameErr == nil {
-		err = d.syncDir(dir)
-	}
-	if creator { // even if its own rename failed: the directory exists
-		d.dirSynced(dir, ds, d.syncDir(filepath.Dir(dir)))
-	}
-	if renameErr != nil {
-		return Info{}, renameErr
-	}
-	if ds != nil {
-		<-ds.done
-		err = errors.Join(err, ds.err)
-	}
 	if err != nil {
 		return Info{}, err
 	}
+	if err := d.syncDir(prefix); err != nil {
+		return Info{}, err
+	}
 	return info, nil
-}
-
-// dirSync is a share directory just made, whose parent is being synced.
-type dirSync struct {
-	done chan struct{}
-	err  error
-}
-
-// dirSynced ends a dirSync with the outcome of syncing its parent.
-func (d *Disk) dirSynced(dir string, ds *dirSync, err error) {
-	if d.beforeParentSync != nil {
-		d.beforeParentSync(dir)
-	}
-	ds.err = err
-	close(ds.done)
-	d.mu.Lock()
-	if d.newDirs[dir] == ds {
-		delete(d.newDirs, dir)
-	}
-	d.mu.Unlock()
 }
 
 // flusher writes to a file and asks the kernel to start writing each
@@ -421,19 +468,17 @@ func (d *Disk) Open(ctx context.Context, key Key) (Share, error) {
 
 // List implements Store.
 func (d *Disk) List(ctx context.Context, si sharefile.SI) ([]Info, error) {
-	entries, err := os.ReadDir(d.siDir(si))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
+	names, err := readNames(d.prefixDir(si[0]))
+	if err != nil {
 		return nil, err
 	}
 	var out []Info
-	for _, e := range entries {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil || n < 0 || n > 255 {
+	for _, name := range names {
+		key, ok := parseShareName(name)
+		if !ok || key.SI != si {
 			continue
 		}
-		info, err := d.stat(Key{si, n})
+		info, err := d.stat(key)
 		if err != nil {
 			continue // removed meanwhile, or damaged: Scrub reports it
 		}
@@ -443,33 +488,47 @@ func (d *Disk) List(ctx context.Context, si sharefile.SI) ([]Info, error) {
 	return out, nil
 }
 
+// readNames lists a directory's names, unsorted; none if it is missing.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
 // Walk implements Store.
 func (d *Disk) Walk(ctx context.Context, fn func(Info) error) error {
-	prefixes, err := os.ReadDir(filepath.Join(d.dir, "shares"))
-	if err != nil {
-		return err
-	}
-	for _, p := range prefixes {
-		sis, err := os.ReadDir(filepath.Join(d.dir, "shares", p.Name()))
+	for b := 0; b < 256; b++ {
+		names, err := readNames(d.prefixDir(byte(b)))
 		if err != nil {
 			return err
 		}
-		for _, s := range sis {
+		keys := make([]Key, 0, len(names))
+		for _, name := range names {
+			if key, ok := parseShareName(name); ok {
+				keys = append(keys, key)
+			}
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			if c := bytes.Compare(keys[i].SI[:], keys[j].SI[:]); c != 0 {
+				return c < 0
+			}
+			return keys[i].Share < keys[j].Share
+		})
+		for _, key := range keys {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			si, err := ParseSI(s.Name())
+			info, err := d.stat(key)
 			if err != nil {
-				continue
+				continue // removed meanwhile, or damaged: Scrub reports it
 			}
-			infos, err := d.List(ctx, si)
-			if err != nil {
+			if err := fn(info); err != nil {
 				return err
-			}
-			for _, i := range infos {
-				if err := fn(i); err != nil {
-					return err
-				}
 			}
 		}
 	}
@@ -498,8 +557,7 @@ func (d *Disk) Delete(ctx context.Context, key Key, secret []byte) error {
 		return err
 	}
 	d.space.remove(info.Size)
-	os.Remove(d.siDir(key.SI)) // only succeeds once empty
-	return d.syncDir(filepath.Dir(d.siDir(key.SI)))
+	return d.syncDir(d.prefixDir(key.SI[0]))
 }
 
 // Scrub implements Store.

@@ -3,8 +3,10 @@ package sharestore_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/quilt-grid/quilt/internal/codec"
@@ -92,10 +94,9 @@ func TestDiskReopen(t *testing.T) {
 	}
 }
 
-// TestDiskConcurrentShares: many shares of one object (one new directory)
-// and of others arriving at once on one store are all stored whole, the
-// ones that did not make a directory waiting for the one that did; the
-// store reopens with all of them.
+// TestDiskConcurrentShares: many shares of one object and of others,
+// arriving at once on one store, are all stored whole; the store reopens
+// with all of them.
 func TestDiskConcurrentShares(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -143,5 +144,92 @@ func TestDiskConcurrentShares(t *testing.T) {
 				t.Fatalf("share %d: %v", i, err)
 			}
 		}
+	}
+}
+
+// TestDiskOldLayout: a store written in the earlier layout, a directory
+// per storage index (shares/ab/<SI>/<n>), is moved to the flat one on
+// open, also when an earlier open was cut short part way; every share
+// is found and whole afterwards, and nothing else in the directory is
+// touched.
+func TestDiskOldLayout(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := sharestore.OpenDisk(dir, sharestore.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := codec.Params{K: 2, N: 5, SegmentSize: 4096}
+	var sis [][16]byte
+	for i := range 3 {
+		rc, shares, err := codec.EncodeAll(p, codec.NewKey(), bytes.Repeat([]byte{byte(i)}, 10000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		si := rc.Key.StorageIndex()
+		sis = append(sis, si)
+		for n, sh := range shares {
+			if _, err := d.Put(ctx, sharestore.Key{SI: si, Share: n}, bytes.NewReader(sh), int64(len(sh)), sharestore.LeaseFor([]byte("s"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Back to the old layout, by hand: all of the first two objects, and
+	// shares 0-2 of the third (an interrupted move); an unknown file in
+	// one old directory must survive.
+	for i, si := range sis {
+		h := hex.EncodeToString(si[:])
+		prefix := filepath.Join(dir, "shares", h[:2])
+		if err := os.MkdirAll(filepath.Join(prefix, h), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for n := range 5 {
+			if i == 2 && n > 2 {
+				break
+			}
+			if err := os.Rename(filepath.Join(prefix, h+"."+strconv.Itoa(n)), filepath.Join(prefix, h, strconv.Itoa(n))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h0 := hex.EncodeToString(sis[0][:])
+	stray := filepath.Join(dir, "shares", h0[:2], h0, "notes.txt")
+	if err := os.WriteFile(stray, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = sharestore.OpenDisk(dir, sharestore.DiskOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if u := d.Usage(); u.Shares != 15 {
+		t.Fatalf("%d shares after the move, want 15", u.Shares)
+	}
+	for i, si := range sis {
+		infos, err := d.List(ctx, si)
+		if err != nil || len(infos) != 5 {
+			t.Fatalf("object %d: List = %d shares, %v", i, len(infos), err)
+		}
+		for n := range 5 {
+			if _, err := d.Scrub(ctx, sharestore.Key{SI: si, Share: n}); err != nil {
+				t.Fatalf("object %d share %d: %v", i, n, err)
+			}
+		}
+		h := hex.EncodeToString(si[:])
+		_, err = os.Stat(filepath.Join(dir, "shares", h[:2], h))
+		if i == 0 && err != nil {
+			t.Fatalf("the directory holding a stray file was removed: %v", err)
+		}
+		if i > 0 && !os.IsNotExist(err) {
+			t.Fatalf("object %d: old directory left behind (%v)", i, err)
+		}
+	}
+	if b, err := os.ReadFile(stray); err != nil || string(b) != "mine" {
+		t.Fatalf("stray file: %q, %v", b, err)
+	}
+	// A share deleted after the move is gone from List and usage.
+	if err := d.Delete(ctx, sharestore.Key{SI: sis[1], Share: 3}, []byte("s")); err != nil {
+		t.Fatal(err)
+	}
+	if infos, _ := d.List(ctx, sis[1]); len(infos) != 4 || d.Usage().Shares != 14 {
+		t.Fatalf("after delete: List %d, usage %+v", len(infos), d.Usage())
 	}
 }
