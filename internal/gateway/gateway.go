@@ -100,6 +100,7 @@ type Gateway struct {
 	mu       sync.Mutex
 	peer     *namespace.HTTPPeer
 	buckets  map[string]*bucket
+	md5      md5s // ETag hashes of uploads
 
 	stop chan struct{}
 	wg   sync.WaitGroup

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -141,7 +140,8 @@ type stored struct {
 // or (with want set) another MD5, is refused.
 func (g *Gateway) store(ctx context.Context, r io.Reader, size int64, want []byte) (stored, error) {
 	var st stored
-	h := md5.New()
+	h, done := g.md5.get()
+	defer done()
 	head, err := io.ReadAll(io.LimitReader(io.TeeReader(r, h), int64(g.cfg.Inline)+1))
 	if err != nil {
 		return st, err
