@@ -221,6 +221,11 @@ func (d *Disk) moveOldLayout(prefix string) error {
 				return err
 			}
 		}
+		// The old names gone for good, so a crash cannot leave a share
+		// under both.
+		if err := d.syncDir(dir); err != nil {
+			return err
+		}
 		old = append(old, dir)
 	}
 	if len(old) == 0 {
@@ -466,7 +471,10 @@ func (d *Disk) Open(ctx context.Context, key Key) (Share, error) {
 	return &diskShare{f: f, info: info}, nil
 }
 
-// List implements Store.
+// List implements Store. It reads all the names in the storage index's
+// prefix directory, a 256th of the store's shares: cheap for the stores
+// of today (a million shares: ~4,000 names), and the price of making no
+// directory per object.
 func (d *Disk) List(ctx context.Context, si sharefile.SI) ([]Info, error) {
 	names, err := readNames(d.prefixDir(si[0]))
 	if err != nil {
