@@ -38,12 +38,12 @@ const recordSize = 128
 // Where the file system allows it, share bytes are written with O_DIRECT
 // (see directWriter), past the page cache.
 //
-// The 256 directories under DIR/shares (the storage index's first byte)
-// are made when the store is opened, so that storing a share makes one
-// file and syncs one directory: a node usually holds one share of an
-// object, and a directory per object (Tahoe-LAFS's layout, and this
-// store's until 2026-11) cost a mkdir and a second directory sync per
-// share. Stores in that layout are moved to this one on open.
+// Storing a share makes one file and syncs one directory, DIR/shares/ab
+// (the storage index's first byte; each of the 256 is made by the first
+// share that needs it): a node usually holds one share of an object, and
+// a directory per object (Tahoe-LAFS's layout, and this store's until
+// 2026-11) cost a mkdir and a second directory sync per share. Stores in
+// that layout are moved to this one on open.
 type Disk struct {
 	dir         string
 	noSync      bool
@@ -89,7 +89,7 @@ func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
 	for _, e := range tmp {
 		os.Remove(filepath.Join(dir, "tmp", e.Name()))
 	}
-	if err := d.makePrefixes(); err != nil {
+	if err := d.movePrefixes(); err != nil {
 		return nil, fmt.Errorf("sharestore: %w", err)
 	}
 	err = d.Walk(context.Background(), func(i Info) error {
@@ -162,27 +162,11 @@ func parseShareName(name string) (key Key, ok bool) {
 	return Key{SI: si, Share: sh}, true
 }
 
-// makePrefixes makes the 256 prefix directories that are missing, and
-// moves shares stored in the earlier layout (a directory per storage
-// index) into them. Each step is a rename, so a crash part way leaves
-// every share in one place or the other, and the next open goes on.
-func (d *Disk) makePrefixes() error {
-	made := false
-	for b := 0; b < 256; b++ {
-		p := d.prefixDir(byte(b))
-		if _, err := os.Stat(p); err == nil {
-			continue
-		}
-		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		made = true
-	}
-	if made {
-		if err := d.syncDir(filepath.Join(d.dir, "shares")); err != nil {
-			return err
-		}
-	}
+// movePrefixes moves shares stored in the earlier layout (a directory
+// per storage index) into their prefix directories. Each step is a
+// rename, so a crash part way leaves every share in one place or the
+// other, and the next open goes on.
+func (d *Disk) movePrefixes() error {
 	for b := 0; b < 256; b++ {
 		if err := d.moveOldLayout(d.prefixDir(byte(b))); err != nil {
 			return err
@@ -195,7 +179,9 @@ func (d *Disk) makePrefixes() error {
 // prefix/<storage index>.<n> and removes the emptied directories.
 func (d *Disk) moveOldLayout(prefix string) error {
 	entries, err := os.ReadDir(prefix)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	var old []string
@@ -344,7 +330,8 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	}
 	err = os.Rename(tmpPath, d.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
-		// The prefix directory was removed under the store: make it again.
+		// The first share under this prefix: the directory is made, and
+		// its name made durable, before the share goes in.
 		if err = os.Mkdir(prefix, 0o700); err == nil {
 			if err = d.syncDir(filepath.Dir(prefix)); err == nil {
 				err = os.Rename(tmpPath, d.path(key))
