@@ -502,21 +502,13 @@ func (d *Disk) Walk(ctx context.Context, fn func(Info) error) error {
 		if err != nil {
 			return err
 		}
-		keys := make([]Key, 0, len(names))
 		for _, name := range names {
-			if key, ok := parseShareName(name); ok {
-				keys = append(keys, key)
-			}
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			if c := bytes.Compare(keys[i].SI[:], keys[j].SI[:]); c != 0 {
-				return c < 0
-			}
-			return keys[i].Share < keys[j].Share
-		})
-		for _, key := range keys {
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			key, ok := parseShareName(name)
+			if !ok {
+				continue
 			}
 			info, err := d.stat(key)
 			if err != nil {
