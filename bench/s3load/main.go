@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"log"
 	"os"
@@ -41,6 +42,7 @@ func main() {
 	quick := flag.Bool("quick", false, "skip 128 MiB")
 	only := flag.String("only", "", "run only these cases, comma-separated, of 1M, 16M, 128M, 4K (default: all)")
 	pids := flag.String("pid", "", "also report the CPU time the server spends per operation, from /proc (Linux): its process ID, or a comma-separated list whose times are added (a grid of node processes and a gateway)")
+	flag.BoolVar(&split, "split", false, "with -pid, also print each process's CPU time per operation (to stderr)")
 	maxCount := flag.Int("count", 64, "at most this many objects in each case of 1 MiB and more (4 KiB: 4,000)")
 	flag.Parse()
 	for _, f := range strings.Split(*pids, ",") {
@@ -98,6 +100,28 @@ func main() {
 // serverPIDs are the processes whose CPU time is reported (none: no
 // report).
 var serverPIDs []int
+
+// split asks for each server process's share of the CPU time per
+// operation, to see where it goes (the gateway, the node it writes
+// through, the others).
+var split bool
+
+// monotonic is CLOCK_MONOTONIC in seconds, the clock of perf record -k
+// monotonic: -split prints each phase's span on it.
+func monotonic() float64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return float64(ts.Sec) + float64(ts.Nsec)/1e9
+}
+
+// perProcess returns each server process's CPU time.
+func perProcess() []time.Duration {
+	out := make([]time.Duration, len(serverPIDs))
+	for i, pid := range serverPIDs {
+		out[i], _ = procCPU(pid)
+	}
+	return out
+}
 
 // result is one phase of a case: operations per second, and the server's
 // CPU time per operation (if measured).
@@ -161,8 +185,11 @@ func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, co
 		next.Store(0)
 		done.Store(0)
 		var cpu0 time.Duration
+		var each0 []time.Duration
+		mono0 := monotonic()
 		if len(serverPIDs) > 0 {
 			cpu0, _ = cpuTime()
+			each0 = perProcess()
 		}
 		start := time.Now()
 		deadline := start.Add(budget)
@@ -188,6 +215,13 @@ func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, co
 		if len(serverPIDs) > 0 && done.Load() > 0 {
 			cpu1, _ := cpuTime()
 			r.cpuOp = (cpu1 - cpu0) / time.Duration(done.Load())
+			if split {
+				var parts []string
+				for i, t := range perProcess() {
+					parts = append(parts, fmt.Sprintf("%d:%.0fµs", serverPIDs[i], float64((t-each0[i]).Microseconds())/float64(done.Load())))
+				}
+				fmt.Fprintf(os.Stderr, "%d-byte objects, %d at once, CPU per op: %s (CLOCK_MONOTONIC %.3f-%.3f)\n", len(body), conc, strings.Join(parts, " "), mono0, monotonic())
+			}
 		}
 		return r
 	}
