@@ -318,34 +318,52 @@ func (g *Gateway) sync(ctx context.Context, b *bucket) error {
 	return nil
 }
 
-// commit admits new records locally, then sends them to a node, which
-// gossips them; it fails if no node took them.
+// commit admits new records locally and sends them to a node, which
+// gossips them; it fails if either refuses them or no node took them.
+// The two commits (each an fsync) run side by side, so a write waits for
+// the slower of them, not for one after the other.
 func (g *Gateway) commit(ctx context.Context, b *bucket, recs [][]byte) error {
-	res, err := g.db.Ingest(b.ns, recs)
-	if err != nil {
-		return err
-	}
-	if len(res.Rejected) > 0 {
-		return fmt.Errorf("gateway: own entry refused: %w", res.Rejected[0])
+	localc := make(chan error, 1)
+	go func() {
+		res, err := g.db.Ingest(b.ns, recs)
+		if err == nil && len(res.Rejected) > 0 {
+			err = fmt.Errorf("gateway: own entry refused: %w", res.Rejected[0])
+		}
+		localc <- err
+	}()
+	waited, localErr := false, error(nil)
+	local := func() error {
+		if !waited {
+			localErr, waited = <-localc, true
+		}
+		return localErr
 	}
 	for try := 0; ; try++ {
 		p, err := g.nodePeer(ctx)
 		if err != nil {
+			local()
 			return err
 		}
 		pr, err := p.Put(ctx, b.ns, recs, false)
 		if err == nil && len(pr.Rejected) == 0 && pr.Missing > 0 {
 			// The node holds them in memory only: it lacks what they
-			// refer to. Bring it up to date, then it must store them.
+			// refer to. Bring it up to date from this replica (once the
+			// records are in it), then it must store them.
+			if err := local(); err != nil {
+				return err
+			}
 			if _, err = namespace.Sync(ctx, g.db, b.ns, p, true); err == nil {
 				pr, err = p.Put(ctx, b.ns, recs, false)
 			}
 		}
 		if err == nil && len(pr.Rejected) == 0 && pr.Missing == 0 {
-			return nil
+			return local()
 		}
 		g.dropPeer(p)
 		if try == 2 || ctx.Err() != nil {
+			if lerr := local(); lerr != nil {
+				return lerr
+			}
 			if err == nil && len(pr.Rejected) > 0 {
 				err = errors.New(pr.Rejected[0])
 			} else if err == nil {
