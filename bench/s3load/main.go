@@ -9,6 +9,9 @@
 // bounded in count and time. With -pid, it also reports the CPU time the
 // server process used per operation (read from /proc before and after
 // each phase; work the server defers past a phase's end is not counted).
+// With -split as well, it prints each process's share to stderr, and the
+// phase's span on CLOCK_MONOTONIC, the clock of `perf record -k
+// monotonic`, so that a profile of the whole run can be cut to a phase.
 package main
 
 import (
@@ -17,7 +20,6 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"log"
 	"os"
@@ -31,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
