@@ -17,10 +17,58 @@ import (
 // still fails if the mechanism it measures is missing or wrong (a uniform
 // jitter, uncorrelated loss, an unshared or unenforced bandwidth).
 
-// TestJitterIsNormal sends datagrams over a link with Delay 60 ms and
-// Jitter 12 ms and checks the mean, standard deviation and shape (share
-// within one standard deviation) of the measured one-way delays.
+// TestJitterIsNormal checks the delays a link with Delay 60 ms and Jitter
+// 12 ms draws for its packets: their mean, standard deviation and shape
+// (share within one standard deviation, tails beyond two). It reads the
+// draws themselves, not clocks, so a busy machine cannot bend the shape;
+// TestJitterReachesPackets checks that packets really take them.
 func TestJitterIsNormal(t *testing.T) {
+	const (
+		count  = 5000
+		delay  = 60 * time.Millisecond
+		jitter = 12 * time.Millisecond
+	)
+	n := New(3)
+	l := Link{Delay: delay, Jitter: jitter}
+	ds := make([]float64, count)
+	n.mu.Lock()
+	for i := range ds {
+		ds[i] = float64(n.delayLocked(l))
+	}
+	n.mu.Unlock()
+	mean, sd := meanSD(ds)
+	t.Logf("drawn delays: mean %v sd %v (setting %v ± %v)", time.Duration(mean), time.Duration(sd), delay, jitter)
+	if math.Abs(mean-float64(delay)) > float64(time.Millisecond) {
+		t.Errorf("mean delay %v, want %v ± 1ms", time.Duration(mean), delay)
+	}
+	if sd < 0.95*float64(jitter) || sd > 1.05*float64(jitter) {
+		t.Errorf("delay standard deviation %v, want %v ± 5%%", time.Duration(sd), jitter)
+	}
+	// A normal distribution has 68% within one sd of the mean and 4.6%
+	// beyond two; a uniform one of the same sd has 58% and none.
+	within, beyond2 := 0, 0
+	for _, d := range ds {
+		switch z := math.Abs(d-float64(delay)) / float64(jitter); {
+		case z <= 1:
+			within++
+		case z > 2:
+			beyond2++
+		}
+	}
+	if f := float64(within) / float64(len(ds)); f < 0.65 || f > 0.71 {
+		t.Errorf("%.3f of delays within one sd, want about 0.683 (normal)", f)
+	}
+	if f := float64(beyond2) / float64(len(ds)); f < 0.03 || f > 0.06 {
+		t.Errorf("%.3f of delays beyond two sd, want about 0.046 (normal tails)", f)
+	}
+}
+
+// TestJitterReachesPackets sends datagrams over a link with Delay 60 ms
+// and Jitter 12 ms and measures their one-way delays: on average the
+// delay, and spread by at least most of the jitter.
+// (Timers that fire late on a busy machine only add to the delays and
+// their spread, so the bounds above are loose.)
+func TestJitterReachesPackets(t *testing.T) {
 	const (
 		count  = 600
 		delay  = 60 * time.Millisecond
@@ -44,28 +92,11 @@ func TestJitterIsNormal(t *testing.T) {
 	}
 	mean, sd := meanSD(ds)
 	t.Logf("one-way delay: mean %v sd %v (setting %v ± %v)", time.Duration(mean), time.Duration(sd), delay, jitter)
-	if math.Abs(mean-float64(delay)) > float64(4*time.Millisecond) {
-		t.Errorf("mean delay %v, want %v ± 4ms", time.Duration(mean), delay)
+	if mean < float64(delay-2*time.Millisecond) || mean > float64(delay+20*time.Millisecond) {
+		t.Errorf("mean delay %v, want %v (up to 20ms more on a busy machine)", time.Duration(mean), delay)
 	}
-	if sd < 0.8*float64(jitter) || sd > 1.25*float64(jitter) {
-		t.Errorf("delay standard deviation %v, want %v ± 20%%", time.Duration(sd), jitter)
-	}
-	// A normal distribution has 68% within one sd of the mean; a uniform
-	// one of the same sd has 58%, and spreads to ±1.73 sd at most.
-	within, beyond2 := 0, 0
-	for _, d := range ds {
-		switch z := math.Abs(d-float64(delay)) / float64(jitter); {
-		case z <= 1:
-			within++
-		case z > 2:
-			beyond2++
-		}
-	}
-	if f := float64(within) / float64(len(ds)); f < 0.62 || f > 0.76 {
-		t.Errorf("%.2f of delays within one sd, want about 0.68 (normal)", f)
-	}
-	if beyond2 == 0 {
-		t.Error("no delay beyond two sd: the jitter has no normal tails")
+	if sd < 0.8*float64(jitter) {
+		t.Errorf("delay standard deviation %v, want at least 80%% of %v", time.Duration(sd), jitter)
 	}
 }
 
