@@ -11,6 +11,9 @@
 #   MINIO=/path/to/minio ./bench/s3-vs-minio.sh
 #   QUILT_BIN=/tmp/quilt-a SKIP_MINIO=1 ONLY=4K ./bench/s3-vs-minio.sh
 #                                           # a given quilt binary, no MinIO
+#   REPEAT=3 ./bench/s3-vs-minio.sh         # three rounds, the systems alternating,
+#                                           # each on fresh data, 120 s apart (SETTLE);
+#                                           # then the median of each cell and MinIO ÷ Quilt
 #
 # MinIO is built with `go install github.com/minio/minio@latest` unless
 # MINIO names a binary (the build takes several minutes on two cores).
@@ -35,59 +38,114 @@ trap cleanup EXIT
 only=()
 [ -n "${ONLY:-}" ] && only=(-only "$ONLY")
 
-# Quilt.
-export QUILT_HOME="$work/home"
-env=""
-if [ "${GRID:-procs}" = up ]; then
-	"$BIN" up --nodes 10 --port 0 --dir "$work/grid" >"$work/up.log" 2>&1 &
-	pids+=($!)
-	env="$work/grid/gateway/s3.env"
-else
-	# Ten node processes, as a grid of ten machines would run them, and
-	# the gateway in a process of its own.
-	"$BIN" node --data "$work/n1" --listen 127.0.0.1:0 >"$work/n1.log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 300); do [ -s "$work/n1/invite" ] && break; sleep 0.1; done
-	[ -s "$work/n1/invite" ] || { cat "$work/n1.log"; echo "the first node did not start" >&2; exit 1; }
-	invite=$(cat "$work/n1/invite")
-	for i in $(seq 2 10); do
-		"$BIN" node --data "$work/n$i" --listen 127.0.0.1:0 --join "$invite" >"$work/n$i.log" 2>&1 &
+# quilt_round N: a fresh Quilt grid, s3load against it (its table in
+# $work/quilt-N.md and on stdout), the grid stopped.
+quilt_round() {
+	local r=$1 envf d="$work/quilt-$1"
+	export QUILT_HOME="$d/home"
+	if [ "${GRID:-procs}" = up ]; then
+		"$BIN" up --nodes 10 --port 0 --dir "$d/grid" >"$d.up.log" 2>&1 &
 		pids+=($!)
-	done
-	alive=0
-	for _ in $(seq 300); do
-		alive=$("$BIN" nodes --grid "$invite" 2>/dev/null | grep -c ' alive ' || true)
-		[ "$alive" = 10 ] && break
-		sleep 0.2
-	done
-	[ "$alive" = 10 ] || { echo "only $alive of 10 nodes alive" >&2; exit 1; }
-	"$BIN" gateway --grid "$invite" --s3 127.0.0.1:0 --dir "$work/gateway" >"$work/gateway.log" 2>&1 &
-	pids+=($!)
-	env="$work/gateway/s3.env"
-fi
-for _ in $(seq 300); do [ -s "$env" ] && break; sleep 0.1; done
-[ -s "$env" ] || { cat "$work"/*.log; echo "grid did not start" >&2; exit 1; }
-(
-	. "$env"
-	"$work/s3load" -label Quilt -time "$TIME" -pid "$(IFS=,; echo "${pids[*]}")" "${only[@]}"
-)
-for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-for p in "${pids[@]}"; do wait "$p" || true; done
-pids=()
+		envf="$d/grid/gateway/s3.env"
+	else
+		# Ten node processes, as a grid of ten machines would run them, and
+		# the gateway in a process of its own.
+		mkdir -p "$d"
+		"$BIN" node --data "$d/n1" --listen 127.0.0.1:0 >"$d/n1.log" 2>&1 &
+		pids+=($!)
+		for _ in $(seq 300); do [ -s "$d/n1/invite" ] && break; sleep 0.1; done
+		[ -s "$d/n1/invite" ] || { cat "$d/n1.log"; echo "the first node did not start" >&2; exit 1; }
+		local invite alive=0
+		invite=$(cat "$d/n1/invite")
+		for i in $(seq 2 10); do
+			"$BIN" node --data "$d/n$i" --listen 127.0.0.1:0 --join "$invite" >"$d/n$i.log" 2>&1 &
+			pids+=($!)
+		done
+		for _ in $(seq 300); do
+			alive=$("$BIN" nodes --grid "$invite" 2>/dev/null | grep -c ' alive ' || true)
+			[ "$alive" = 10 ] && break
+			sleep 0.2
+		done
+		[ "$alive" = 10 ] || { echo "only $alive of 10 nodes alive" >&2; exit 1; }
+		"$BIN" gateway --grid "$invite" --s3 127.0.0.1:0 --dir "$d/gateway" >"$d/gateway.log" 2>&1 &
+		pids+=($!)
+		envf="$d/gateway/s3.env"
+	fi
+	for _ in $(seq 300); do [ -s "$envf" ] && break; sleep 0.1; done
+	[ -s "$envf" ] || { cat "$d"/*.log; echo "grid did not start" >&2; exit 1; }
+	(
+		. "$envf"
+		"$work/s3load" -label Quilt -time "$TIME" -pid "$(IFS=,; echo "${pids[*]}")" "${only[@]}"
+	) | tee "$work/quilt-$r.md"
+	stop
+}
 
-# MinIO.
-if [ "${SKIP_MINIO:-0}" = 1 ]; then
-	exit 0
-fi
+# minio_round N: MinIO on four fresh folders, s3load against it (its
+# table in $work/minio-N.md and on stdout), MinIO stopped.
+minio_round() {
+	local r=$1 d="$work/minio-$1"
+	mkdir -p "$d"/m{1,2,3,4}
+	MINIO_CI_CD=1 MINIO_ROOT_USER=s3load MINIO_ROOT_PASSWORD=s3load-secret-key \
+		"$minio" server "$d"/m{1...4} --address 127.0.0.1:9123 --console-address 127.0.0.1:9124 >"$d.log" 2>&1 &
+	local mp=$!
+	pids+=("$mp")
+	for _ in $(seq 300); do curl -sf http://127.0.0.1:9123/minio/health/ready >/dev/null && break; sleep 0.1; done
+	"$work/s3load" -endpoint http://127.0.0.1:9123 -key s3load -secret s3load-secret-key -label MinIO -time "$TIME" -pid "$mp" "${only[@]}" |
+		tee "$work/minio-$r.md"
+	stop
+}
+
+# stop ends the servers of a round (SIGINT: they shut down cleanly).
+stop() {
+	for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" || true; done
+	pids=()
+}
+
 minio=${MINIO:-}
-if [ -z "$minio" ]; then
+if [ "${SKIP_MINIO:-0}" != 1 ] && [ -z "$minio" ]; then
 	GOBIN="$work" go install github.com/minio/minio@latest
 	minio="$work/minio"
 fi
-mkdir -p "$work"/m{1,2,3,4}
-MINIO_CI_CD=1 MINIO_ROOT_USER=s3load MINIO_ROOT_PASSWORD=s3load-secret-key \
-	"$minio" server "$work"/m{1...4} --address 127.0.0.1:9123 --console-address 127.0.0.1:9124 >"$work/minio.log" 2>&1 &
-mp=$!
-pids+=("$mp")
-for _ in $(seq 300); do curl -sf http://127.0.0.1:9123/minio/health/ready >/dev/null && break; sleep 0.1; done
-"$work/s3load" -endpoint http://127.0.0.1:9123 -key s3load -secret s3load-secret-key -label MinIO -time "$TIME" -pid "$mp" "${only[@]}"
+REPEAT=${REPEAT:-1}
+[[ "$REPEAT" =~ ^[1-9][0-9]*$ ]] || { echo "REPEAT must be a positive integer" >&2; exit 2; }
+for r in $(seq "$REPEAT"); do
+	if [ "$r" -gt 1 ]; then
+		# The last round's data goes (Quilt keeps the shares of deleted
+		# objects, several GB a round), then a pause: on ext4 without a
+		# journal every file made in the next minute or so walks past the
+		# inodes just freed (docs/benchmarks.md), which would slow
+		# whichever system came next.
+		rm -rf "$work/quilt-$((r - 1))" "$work/minio-$((r - 1))"
+		sync
+		sleep "${SETTLE:-120}"
+	fi
+	quilt_round "$r"
+	[ "${SKIP_MINIO:-0}" = 1 ] || minio_round "$r"
+done
+[ "${SKIP_MINIO:-0}" = 1 ] && exit 0
+
+# The median of each cell over the rounds, and MinIO ÷ Quilt (over 1:
+# MinIO faster; under 1: Quilt faster).
+python3 - "$work" "$REPEAT" <<'PY'
+import re, statistics, sys
+work, n = sys.argv[1], int(sys.argv[2])
+def cells(path):
+    out = {}
+    for line in open(path):
+        f = [x.strip() for x in line.strip().strip("|").split("|")]
+        if len(f) >= 5 and f[0] in ("Quilt", "MinIO"):
+            num = lambda x: float(re.match(r"[0-9.]+", x).group())
+            out[(f[1], f[2])] = (num(f[3]), num(f[4]), f[3].split()[-1])
+    return out
+q = [cells(f"{work}/quilt-{r}.md") for r in range(1, n + 1)]
+m = [cells(f"{work}/minio-{r}.md") for r in range(1, n + 1)]
+print(f"\nMedian of {n} round(s), the systems alternating; ratio = MinIO / Quilt\n")
+print("| case | concurrency | Quilt PUT | MinIO PUT | PUT ratio | Quilt GET | MinIO GET | GET ratio |")
+print("|---|---|---|---|---|---|---|---|")
+for key in q[0]:
+    med = lambda rs, i: statistics.median(r[key][i] for r in rs)
+    unit = q[0][key][2]
+    qp, mp, qg, mg = med(q, 0), med(m, 0), med(q, 1), med(m, 1)
+    print(f"| {key[0]} | {key[1]} | {qp:.1f} {unit} | {mp:.1f} {unit} | {mp/qp:.2f} | {qg:.1f} {unit} | {mg:.1f} {unit} | {mg/qg:.2f} |")
+PY
