@@ -117,15 +117,6 @@ func monotonic() float64 {
 	return float64(ts.Sec) + float64(ts.Nsec)/1e9
 }
 
-// perProcess returns each server process's CPU time.
-func perProcess() []time.Duration {
-	out := make([]time.Duration, len(serverPIDs))
-	for i, pid := range serverPIDs {
-		out[i], _ = procCPU(pid)
-	}
-	return out
-}
-
 // result is one phase of a case: operations per second, and the server's
 // CPU time per operation (if measured).
 type result struct {
@@ -141,18 +132,18 @@ func cpuColumns(put, get result) string {
 	return fmt.Sprintf(" | %.2f ms | %.2f ms |", float64(put.cpuOp.Microseconds())/1e3, float64(get.cpuOp.Microseconds())/1e3)
 }
 
-// cpuTime returns the user+system CPU time the server processes have used
-// together.
-func cpuTime() (time.Duration, error) {
-	var sum time.Duration
-	for _, pid := range serverPIDs {
+// cpuTime returns the user+system CPU time each server process has used
+// (in the order of serverPIDs).
+func cpuTime() ([]time.Duration, error) {
+	out := make([]time.Duration, len(serverPIDs))
+	for i, pid := range serverPIDs {
 		t, err := procCPU(pid)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		sum += t
+		out[i] = t
 	}
-	return sum, nil
+	return out, nil
 }
 
 // procCPU returns the user+system CPU time process pid has used, from
@@ -187,12 +178,10 @@ func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, co
 	phase := func(op func(i int) error) result {
 		next.Store(0)
 		done.Store(0)
-		var cpu0 time.Duration
-		var each0 []time.Duration
+		var cpu0 []time.Duration
 		mono0 := monotonic()
 		if len(serverPIDs) > 0 {
 			cpu0, _ = cpuTime()
-			each0 = perProcess()
 		}
 		start := time.Now()
 		deadline := start.Add(budget)
@@ -215,14 +204,16 @@ func run(ctx context.Context, c *s3.Client, bucket string, body []byte, conc, co
 		}
 		wg.Wait()
 		r := result{rate: float64(done.Load()) / time.Since(start).Seconds()}
-		if len(serverPIDs) > 0 && done.Load() > 0 {
-			cpu1, _ := cpuTime()
-			r.cpuOp = (cpu1 - cpu0) / time.Duration(done.Load())
+		if cpu1, err := cpuTime(); len(serverPIDs) > 0 && done.Load() > 0 && err == nil && cpu0 != nil {
+			var parts []string
+			var total time.Duration
+			for i := range cpu1 {
+				used := cpu1[i] - cpu0[i]
+				total += used
+				parts = append(parts, fmt.Sprintf("%d:%.0fµs", serverPIDs[i], float64(used.Microseconds())/float64(done.Load())))
+			}
+			r.cpuOp = total / time.Duration(done.Load())
 			if split {
-				var parts []string
-				for i, t := range perProcess() {
-					parts = append(parts, fmt.Sprintf("%d:%.0fµs", serverPIDs[i], float64((t-each0[i]).Microseconds())/float64(done.Load())))
-				}
 				fmt.Fprintf(os.Stderr, "%d-byte objects, %d at once, CPU per op: %s (CLOCK_MONOTONIC %.3f-%.3f)\n", len(body), conc, strings.Join(parts, " "), mono0, monotonic())
 			}
 		}

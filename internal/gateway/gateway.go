@@ -331,13 +331,7 @@ func (g *Gateway) commit(ctx context.Context, b *bucket, recs [][]byte) error {
 		}
 		localc <- err
 	}()
-	waited, localErr := false, error(nil)
-	local := func() error {
-		if !waited {
-			localErr, waited = <-localc, true
-		}
-		return localErr
-	}
+	local := sync.OnceValue(func() error { return <-localc })
 	for try := 0; ; try++ {
 		p, err := g.nodePeer(ctx)
 		if err != nil {
