@@ -11,9 +11,14 @@
 #   MINIO=/path/to/minio ./bench/s3-vs-minio.sh
 #   QUILT_BIN=/tmp/quilt-a SKIP_MINIO=1 ONLY=4K ./bench/s3-vs-minio.sh
 #                                           # a given quilt binary, no MinIO
+#   NODE_CPUS=0 ./bench/s3-vs-minio.sh      # nodes may use every core (default 1: see below)
 #   REPEAT=3 ./bench/s3-vs-minio.sh         # three rounds, the systems alternating,
 #                                           # each on fresh data, 120 s apart (SETTLE);
 #                                           # then the median of each cell and MinIO ÷ Quilt
+#
+# Each node runs with --cpus 1 (NODE_CPUS): ten nodes share this machine's
+# cores as ten small machines would, and spend less CPU handing work
+# between threads than with every core each (docs/benchmarks.md).
 #
 # MinIO is built with `go install github.com/minio/minio@latest` unless
 # MINIO names a binary (the build takes several minutes on two cores).
@@ -22,6 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/quilt}
 TIME=${TIME:-15s}
+NODE_CPUS=${NODE_CPUS:-1}
 if [ -n "${QUILT_BIN:-}" ]; then
 	BIN=$QUILT_BIN # a binary built before, for an A/B of two commits
 else
@@ -51,14 +57,14 @@ quilt_round() {
 		# Ten node processes, as a grid of ten machines would run them, and
 		# the gateway in a process of its own.
 		mkdir -p "$d"
-		"$BIN" node --data "$d/n1" --listen 127.0.0.1:0 >"$d/n1.log" 2>&1 &
+		"$BIN" node --data "$d/n1" --listen 127.0.0.1:0 --cpus "$NODE_CPUS" >"$d/n1.log" 2>&1 &
 		pids+=($!)
 		for _ in $(seq 300); do [ -s "$d/n1/invite" ] && break; sleep 0.1; done
 		[ -s "$d/n1/invite" ] || { cat "$d/n1.log"; echo "the first node did not start" >&2; exit 1; }
 		local invite alive=0
 		invite=$(cat "$d/n1/invite")
 		for i in $(seq 2 10); do
-			"$BIN" node --data "$d/n$i" --listen 127.0.0.1:0 --join "$invite" >"$d/n$i.log" 2>&1 &
+			"$BIN" node --data "$d/n$i" --listen 127.0.0.1:0 --cpus "$NODE_CPUS" --join "$invite" >"$d/n$i.log" 2>&1 &
 			pids+=($!)
 		done
 		for _ in $(seq 300); do
@@ -124,6 +130,12 @@ for r in $(seq "$REPEAT"); do
 	[ "${SKIP_MINIO:-0}" = 1 ] || minio_round "$r"
 done
 [ "${SKIP_MINIO:-0}" = 1 ] && exit 0
+echo
+if [ "${GRID:-procs}" = up ]; then
+	echo "Quilt's grid ran as one \`quilt up\` process; MinIO as one process. Both on every core."
+else
+	echo "Quilt's ten nodes ran with --cpus $NODE_CPUS (0: every core), the gateway on every core; MinIO as one process on every core."
+fi
 
 # The median of each cell over the rounds, and MinIO ÷ Quilt (over 1:
 # MinIO faster; under 1: Quilt faster).

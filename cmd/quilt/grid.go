@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -34,12 +35,19 @@ func runNode(ctx context.Context, args []string) error {
 	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	syncEvery := fs.Duration("ns-sync", 5*time.Second, "how often namespaces are compared with a random peer (anti-entropy)")
+	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
 	if *data == "" {
 		fs.Usage()
 		return errUsage
+	}
+	if *cpus < 0 {
+		return fmt.Errorf("--cpus %d: want 0 (all) or more", *cpus)
+	}
+	if *cpus > 0 {
+		runtime.GOMAXPROCS(*cpus)
 	}
 	cap, err := parseSize(*capacity)
 	if err != nil {

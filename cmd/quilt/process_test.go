@@ -59,7 +59,8 @@ func TestRealProcessesSurviveSevenKilled(t *testing.T) {
 	})
 	start := func(i int, join string) string {
 		dir := filepath.Join(base, fmt.Sprintf("node%d", i))
-		args := []string{"node", "--data", dir, "--listen", "127.0.0.1:0", "--log", "warn"}
+		// One CPU each, as ten nodes sharing a machine should run.
+		args := []string{"node", "--data", dir, "--listen", "127.0.0.1:0", "--log", "warn", "--cpus", "1"}
 		if join != "" {
 			args = append(args, "--join", join)
 		}
@@ -193,6 +194,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"get"}, "Usage: quilt get", 2},
 		{[]string{"nodes", "--grid", "quilt://short@127.0.0.1:1"}, "bad invite", 1},
 		{[]string{"put", "--k", "5", "--n", "3", "-"}, "bad parameters", 1},
+		{[]string{"node", "--data", filepath.Join(t.TempDir(), "n"), "--cpus", "-1"}, "--cpus -1", 1},
 	}
 	for _, c := range cases {
 		out, code := run(c.args...)
