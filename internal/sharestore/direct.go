@@ -38,6 +38,10 @@ type directWriter struct {
 	n    int      // bytes in buf
 	off  int64    // file offset of buf[0]
 	head []byte   // the file's first directAlign bytes, written last (see WriteHead)
+	// headIn: the record is in buf already (WriteHead came while the
+	// file's start was still in buf), so buf is written whole, in one
+	// write instead of two.
+	headIn bool
 
 	// A full buffer is written in the background while the next fills:
 	// the disk works while the share keeps arriving.
@@ -58,7 +62,7 @@ func (w *directWriter) wait() error {
 // keepHead keeps the file's first block back (for WriteHead) when buf
 // starts the file, and returns how many bytes of buf that leaves out.
 func (w *directWriter) keepHead() int {
-	if w.off != 0 || w.head != nil {
+	if w.off != 0 || w.head != nil || w.headIn {
 		return 0
 	}
 	w.head = alignedBuf(directAlign)
@@ -179,6 +183,7 @@ func (w *directWriter) WriteHead(rec []byte) error {
 		copy(w.head, rec)
 	case w.off == 0 && w.n >= len(rec):
 		copy(w.buf, rec)
+		w.headIn = true
 	default:
 		_, err := w.f.WriteAt(rec, 0)
 		return err

@@ -71,6 +71,11 @@ func TestDirectWriter(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatalf("size %d: Close: %v", size, err)
 		}
+		// A share that was all in the buffer when its record came is
+		// written in one direct write, the first block not held back.
+		if size >= directAlign && size < directBuf && w.head != nil {
+			t.Errorf("size %d: first block written apart from the rest", size)
+		}
 		if err := f.Sync(); err != nil {
 			t.Fatal(err)
 		}
