@@ -57,14 +57,15 @@ quilt_round() {
 		# Ten node processes, as a grid of ten machines would run them, and
 		# the gateway in a process of its own.
 		mkdir -p "$d"
-		"$BIN" node --data "$d/n1" --listen 127.0.0.1:0 --cpus "$NODE_CPUS" >"$d/n1.log" 2>&1 &
+		local nodeargs=(--listen 127.0.0.1:0 --cpus "$NODE_CPUS")
+		"$BIN" node --data "$d/n1" "${nodeargs[@]}" >"$d/n1.log" 2>&1 &
 		pids+=($!)
 		for _ in $(seq 300); do [ -s "$d/n1/invite" ] && break; sleep 0.1; done
 		[ -s "$d/n1/invite" ] || { cat "$d/n1.log"; echo "the first node did not start" >&2; exit 1; }
 		local invite alive=0
 		invite=$(cat "$d/n1/invite")
 		for i in $(seq 2 10); do
-			"$BIN" node --data "$d/n$i" --listen 127.0.0.1:0 --cpus "$NODE_CPUS" --join "$invite" >"$d/n$i.log" 2>&1 &
+			"$BIN" node --data "$d/n$i" "${nodeargs[@]}" --join "$invite" >"$d/n$i.log" 2>&1 &
 			pids+=($!)
 		done
 		for _ in $(seq 300); do
