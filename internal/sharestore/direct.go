@@ -29,10 +29,12 @@ const directBuf = 1 << 20
 //
 // The file is written from offset 0: the caller's first bytes are the
 // space for the record, filled in later with WriteHead while the first
-// block is still in memory. Close writes the tail that does not fill an
-// aligned block through the ordinary descriptor (buffered).
+// block is still in memory. Close pads the tail that does not fill an
+// aligned block with zeros and writes it with the rest: the file ends on
+// a block boundary, past the share (see recordSize), and a share that
+// fits the buffer is one write.
 type directWriter struct {
-	f    *os.File // ordinary descriptor, for the unaligned tail
+	f    *os.File // ordinary descriptor: reads, and writes O_DIRECT refuses
 	fd   int      // O_DIRECT descriptor of the same file
 	buf  []byte   // aligned, directBuf long
 	n    int      // bytes in buf
@@ -240,25 +242,20 @@ func (w *directWriter) abort() {
 	w.buf, w.spare = nil, nil
 }
 
-// Close writes what is left, the aligned part directly and the rest
-// through the ordinary descriptor, and closes the O_DIRECT one. It does
-// not sync.
+// Close writes what is left, the last block padded with zeros, and
+// closes the O_DIRECT descriptor. It does not sync.
 func (w *directWriter) Close() error {
 	defer w.abort()
 	if err := w.wait(); err != nil {
 		return err
 	}
-	if a := w.n / directAlign * directAlign; a > 0 {
+	if w.n > 0 {
+		a := (w.n + directAlign - 1) / directAlign * directAlign
+		clear(w.buf[w.n:a])
+		w.n = a
 		if err := w.flush(a); err != nil {
 			return err
 		}
-	}
-	if w.n > 0 {
-		if _, err := w.f.WriteAt(w.buf[:w.n], w.off); err != nil {
-			return err
-		}
-		w.off += int64(w.n)
-		w.n = 0
 	}
 	if w.head != nil {
 		return w.pwrite(w.head, 0)

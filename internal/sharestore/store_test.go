@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/sharestore"
@@ -232,4 +236,98 @@ func TestDiskOldLayout(t *testing.T) {
 	if infos, _ := d.List(ctx, sis[1]); len(infos) != 4 || d.Usage().Shares != 14 {
 		t.Fatalf("after delete: List %d, usage %+v", len(infos), d.Usage())
 	}
+}
+
+// A share file ends on a block boundary, zeros past the share, and its
+// record holds the share's length; a file of the earlier format (no
+// length, nothing past the share) still reads; a length the file cannot
+// hold is corruption.
+func TestDiskShareLength(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := sharestore.OpenDisk(dir, sharestore.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, shares, err := codec.EncodeAll(codec.Params{K: 3, N: 10, SegmentSize: 1 << 20}, codec.NewKey(), bytes.Repeat([]byte{7}, 1<<20+12345))
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := rc.Key.StorageIndex()
+	h := hex.EncodeToString(si[:])
+	for n, sh := range shares[:3] {
+		if _, err := d.Put(ctx, sharestore.Key{SI: si, Share: n}, bytes.NewReader(sh), int64(len(sh)), sharestore.LeaseFor([]byte("s"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(n int) {
+		t.Helper()
+		key := sharestore.Key{SI: si, Share: n}
+		s, err := d.Open(ctx, key)
+		if err != nil {
+			t.Fatalf("share %d: %v", n, err)
+		}
+		defer s.Close()
+		if s.Info().Size != int64(len(shares[n])) {
+			t.Fatalf("share %d: size %d, want %d", n, s.Info().Size, len(shares[n]))
+		}
+		got := make([]byte, len(shares[n])+100)
+		if m, _ := s.ReadAt(got, 0); m != len(shares[n]) || !bytes.Equal(got[:m], shares[n]) {
+			t.Fatalf("share %d: read %d bytes, want the %d stored", n, m, len(shares[n]))
+		}
+		if seq, ok := s.(sharestore.Sequential); ok {
+			if r := seq.SequentialReader(); r != nil {
+				b, err := io.ReadAll(r)
+				r.Close()
+				if err != nil || !bytes.Equal(b, shares[n]) {
+					t.Fatalf("share %d: sequential read of %d bytes (%v), want the %d stored", n, len(b), err, len(shares[n]))
+				}
+			}
+		}
+		if _, err := d.Scrub(ctx, key); err != nil {
+			t.Fatalf("share %d: scrub: %v", n, err)
+		}
+	}
+	path := func(n int) string { return filepath.Join(dir, "shares", h[:2], h+"."+strconv.Itoa(n)) }
+	for n := range 3 {
+		check(n)
+	}
+	if st, err := os.Stat(path(0)); err != nil || (st.Size()%4096 != 0 && directIO(t, dir)) {
+		t.Fatalf("share file of %d bytes (%v), not whole blocks", st.Size(), err)
+	}
+	// Share 1 as the earlier format wrote it: no length, no padding.
+	f, err := os.OpenFile(path(1), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("QSR1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 8), 76); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(128 + int64(len(shares[1]))); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	check(1)
+	// Share 2 cut short: its record says more than the file holds.
+	if err := os.Truncate(path(2), 128+int64(len(shares[2]))-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Open(ctx, sharestore.Key{SI: si, Share: 2}); !errors.Is(err, sharestore.ErrCorrupt) {
+		t.Fatalf("share cut short: Open = %v, want ErrCorrupt", err)
+	}
+}
+
+// directIO reports whether dir's file system takes O_DIRECT.
+func directIO(t *testing.T, dir string) bool {
+	p := filepath.Join(dir, "odirect-probe")
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_DIRECT, 0o600)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	os.Remove(p)
+	return true
 }
