@@ -23,6 +23,11 @@
 # MinIO is built with `go install github.com/minio/minio@latest` unless
 # MINIO names a binary (the build takes several minutes on two cores).
 # Everything listens on 127.0.0.1; every case is bounded in count and time.
+#
+# On ext4 without a journal, start it five minutes or more after deleting
+# many files on the same disk (an earlier run's clean-up included): new
+# files skip over inodes freed that recently, at a cost per file (see
+# chattr below, and docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin/quilt}
