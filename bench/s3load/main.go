@@ -176,10 +176,10 @@ func procCPU(pid int) (time.Duration, error) {
 // the phase then measures the server at work, not the connections and
 // buffers its first requests set up. A grid's gateway opens a TLS
 // connection to each of ten nodes for every upload it runs at once, so
-// that about 80 handshakes (each an X25519MLKEM768 exchange and Ed25519
-// signatures at both ends) fell in the first 64 PUTs at concurrency 8,
-// some 70 more than the lone uploads before had opened; MinIO, one
-// process, had 7 more client connections.
+// that some 70 handshakes (each an X25519MLKEM768 exchange and Ed25519
+// signatures at both ends) fell inside the first 64 PUTs at concurrency
+// 8, the lone uploads before having opened one connection per node;
+// MinIO, one process, had 7 new client connections.
 func warmUp(conc int, op func(i int) error) {
 	var wg sync.WaitGroup
 	errs := make([]error, conc)
