@@ -1,7 +1,6 @@
 package sharestore
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -404,7 +403,7 @@ func readInfo(f *os.File, key Key) (Info, Lease, error) {
 		return Info{}, Lease{}, err
 	}
 	rec := make([]byte, recordSize)
-	if _, err := f.ReadAt(rec, 0); err != nil || !bytes.Equal(rec[:3], []byte("QSR")) || rec[3] != '1' && rec[3] != '2' {
+	if _, err := f.ReadAt(rec, 0); err != nil || string(rec[:4]) != "QSR1" && string(rec[:4]) != "QSR2" {
 		return Info{}, Lease{}, fmt.Errorf("%w: %s has no share record", ErrCorrupt, key)
 	}
 	info := Info{Key: key, Size: st.Size() - recordSize}

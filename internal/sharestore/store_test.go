@@ -292,8 +292,12 @@ func TestDiskShareLength(t *testing.T) {
 	for n := range 3 {
 		check(n)
 	}
-	if st, err := os.Stat(path(0)); err != nil || (st.Size()%4096 != 0 && directIO(t, dir)) {
-		t.Fatalf("share file of %d bytes (%v), not whole blocks", st.Size(), err)
+	st, err := os.Stat(path(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size()%4096 != 0 && directIO(t, dir) {
+		t.Fatalf("share file of %d bytes, not whole blocks", st.Size())
 	}
 	// Share 1 as the earlier format wrote it: no length, no padding.
 	f, err := os.OpenFile(path(1), os.O_RDWR, 0)
