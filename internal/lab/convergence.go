@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/dag"
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
 	"github.com/quilt-grid/quilt/internal/lab/report"
 	"github.com/quilt-grid/quilt/internal/lab/scenario"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 	"github.com/zeebo/blake3"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/dag"
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
 	"github.com/quilt-grid/quilt/internal/lab/scenario"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 )
 
 // TestClusterUnderLinks: a client's object traffic passes through its

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/quilt-grid/quilt/internal/dag"
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/zeebo/blake3"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/quilt-grid/quilt/internal/dag"
 	"github.com/quilt-grid/quilt/internal/identity"
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/quilt-grid/quilt/internal/node"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 )
 
 // ErrNotFound is returned by Builtin for a name that is not built in, and

@@ -4,7 +4,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 )
 
 // Format writes s in the text form that Parse reads; Parse of the output

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 )
 
 // ParseError is what is wrong with a scenario file, and where. It matches

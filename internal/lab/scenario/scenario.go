@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 )
 
 // The roles a node may have.

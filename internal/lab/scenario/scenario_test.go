@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 )
 
 func mustParse(t *testing.T, text string) *Scenario {

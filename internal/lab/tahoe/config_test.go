@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 )
 
 // parseCfg reads tahoe.cfg text as Tahoe's configparser would: sections,

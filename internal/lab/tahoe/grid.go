@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 )
 
 var (

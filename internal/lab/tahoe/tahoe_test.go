@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quilt-grid/quilt/internal/lab/linkemu"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 )
 
 // testLog turns Options.Log lines into test log lines.

@@ -1,8 +1,9 @@
-// Package linkemu is the link emulation of the lab (layer 6): an in-process
-// network that many memberlist instances and HTTP clients of one process
-// share, with delay, jitter, loss, reordering, bandwidth limits and
-// partitions between any two hosts. The kernel here has no netem, so the
-// emulation lives in the program.
+// Package linkemu emulates network links: an in-process network that many
+// memberlist instances and HTTP clients of one process share, with delay,
+// jitter, loss, reordering, bandwidth limits and partitions between any two
+// hosts. The kernel here has no netem, so the emulation lives in the
+// program. The lab (layer 6) runs its scenarios on it, and tests of any
+// layer may use it: it imports no other package of Quilt.
 //
 // A host is named by an "ip:port" string such as "127.77.0.5:7946". A
 // [Network] hands out a memberlist transport per host ([Network.Transport]);
