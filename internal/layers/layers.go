@@ -1,0 +1,128 @@
+// Package layers records which layer of Quilt's architecture each package
+// of the module belongs to (docs/design.md, "Layers"). Its test reads the
+// import clauses of every Go file in the module, test files included, and
+// fails when a package imports one above its own layer or when a package
+// has no layer here, so the table cannot fall behind the tree.
+//
+// The rules the test enforces:
+//
+//   - a package may import packages of its own layer and of the layers
+//     below it, never one above;
+//   - test support packages (testgrid, sharestoretest) exist for tests:
+//     only test files, other test support and commands may import them,
+//     and they may import any layer below the lab;
+//   - the test files of a package follow the package's own rule, and may
+//     import test support too, and the few packages listed in the test's
+//     exceptions, each with its reason;
+//   - commands (cmd/, bench/) may import anything.
+package layers
+
+import "fmt"
+
+// Layer is a layer of the architecture, or one of the two kinds of package
+// that stand outside the stack (test support and commands).
+type Layer int
+
+// The layers, bottom to top, then the kinds outside the stack.
+const (
+	Identity    Layer = iota // 0: node keys, grid secret, invites, authenticated transport
+	Membership               // 1: who is in the grid, where, how full (SWIM gossip)
+	ShareStore               // 2: one node's shares on disk and the API that serves them
+	Objects                  // 3: encrypted, erasure-coded, verified objects across nodes
+	Namespaces               // 4: signed Merkle-DAG logs, their views and replication
+	FrontEnds                // 5: the gateway and the protocols served over it
+	Lab                      // 6: experiments on an emulated network
+	TestSupport              // packages made for tests; may import any layer below Lab
+	Command                  // main packages; may import anything
+)
+
+// String returns the layer's number and name, as docs/design.md names it.
+func (l Layer) String() string {
+	switch l {
+	case Identity:
+		return "0 identity"
+	case Membership:
+		return "1 membership"
+	case ShareStore:
+		return "2 share store"
+	case Objects:
+		return "3 objects"
+	case Namespaces:
+		return "4 namespaces"
+	case FrontEnds:
+		return "5 front ends"
+	case Lab:
+		return "6 lab"
+	case TestSupport:
+		return "test support"
+	case Command:
+		return "command"
+	}
+	return fmt.Sprintf("Layer(%d)", int(l))
+}
+
+// packages is the layer of every package of the module, by its directory
+// relative to the module root. Directories under cmd/ and bench/ are
+// commands and need no entry.
+var packages = map[string]Layer{
+	"internal/identity": Identity,
+	// linkemu imports nothing of Quilt: a leaf that the lab runs its
+	// scenarios on and that tests of any layer may use.
+	"internal/linkemu": Identity,
+	// This package: the table imports nothing of Quilt.
+	"internal/layers": Identity,
+
+	"internal/member": Membership,
+
+	"internal/sharefile":  ShareStore,
+	"internal/sharestore": ShareStore,
+	// node serves a share store over the authenticated transport, takes
+	// part in gossip, and is the client that objects and namespaces use
+	// to reach other nodes.
+	"internal/node": ShareStore,
+
+	"internal/codec":     Objects,
+	"internal/placement": Objects,
+	"internal/object":    Objects,
+
+	"internal/dag":       Namespaces,
+	"internal/namespace": Namespaces,
+
+	"internal/gateway":          FrontEnds,
+	"internal/gateway/s3":       FrontEnds,
+	"internal/gateway/s3/sigv4": FrontEnds,
+
+	"internal/lab":          Lab,
+	"internal/lab/report":   Lab,
+	"internal/lab/scenario": Lab,
+	"internal/lab/tahoe":    Lab,
+
+	"internal/testgrid":                  TestSupport,
+	"internal/sharestore/sharestoretest": TestSupport,
+}
+
+// commandRoots are the directories whose packages are commands.
+var commandRoots = []string{"cmd", "bench"}
+
+// Of returns the layer of the package in dir, a directory relative to the
+// module root with forward slashes ("internal/object"), and whether it has
+// one.
+func Of(dir string) (Layer, bool) {
+	for _, root := range commandRoots {
+		if dir == root || len(dir) > len(root) && dir[:len(root)+1] == root+"/" {
+			return Command, true
+		}
+	}
+	l, ok := packages[dir]
+	return l, ok
+}
+
+// Dirs returns the directories that have an entry in the table (commands
+// excepted), in no particular order.
+func Dirs() []string {
+	dirs := make([]string, 0, len(packages))
+	for d := range packages {
+		dirs = append(dirs, d)
+	}
+	return dirs
+}
