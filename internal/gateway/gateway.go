@@ -4,7 +4,7 @@
 // small ones inline in the namespace entry, larger ones as encrypted,
 // erasure-coded grid objects.
 //
-// A gateway is the trusted party of DESIGN.md: it holds the namespaces'
+// A gateway is the trusted party of docs/design.md: it holds the namespaces'
 // keys, and storage nodes see only ciphertext. Its state is itself a
 // namespace — the registry, a config namespace whose root key lives in the
 // gateway's directory — holding the buckets (their IDs, read keys and

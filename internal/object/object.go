@@ -1,6 +1,6 @@
 // Package object stores and reads Quilt objects on a grid of untrusted
 // storage nodes: immutable, encrypted, erasure-coded, verified block by
-// block (layer 3 of DESIGN.md).
+// block (layer 3 of docs/design.md).
 //
 // Put streams the input through the codec to n share uploads in parallel,
 // placed by rendezvous hashing, and fails rather than store below the
