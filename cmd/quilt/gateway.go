@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
 )
@@ -65,7 +65,7 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, log *slo
 	go svc.srv.Serve(ln)
 	env := fmt.Sprintf("export AWS_ENDPOINT_URL=%s\nexport AWS_ACCESS_KEY_ID=%s\nexport AWS_SECRET_ACCESS_KEY=%s\nexport AWS_DEFAULT_REGION=%s\n",
 		svc.url, admin.ID, admin.Secret, region)
-	if err := os.WriteFile(filepath.Join(dir, "s3.env"), []byte(env), 0o600); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, "s3.env"), []byte(env), 0o600); err != nil {
 		svc.Close()
 		return nil, err
 	}
@@ -77,9 +77,7 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, log *slo
 func adminKey(ctx context.Context, gw *gateway.Gateway, dir string) (gateway.AccessKey, error) {
 	p := filepath.Join(dir, "admin.json")
 	var k gateway.AccessKey
-	if b, err := os.ReadFile(p); err == nil {
-		return k, json.Unmarshal(b, &k)
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if found, err := atomicfile.ReadJSON(p, &k); found || err != nil {
 		return k, err
 	}
 	k, err := gw.CreateKey(ctx, true, nil)
@@ -147,7 +145,7 @@ func runKey(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := os.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
 		return err
 	}
 	gw, err := openGateway(ctx, s, tmp, s.log)

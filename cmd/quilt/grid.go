@@ -173,7 +173,7 @@ func runUp(ctx context.Context, args []string) error {
 	for len(started[0].Members()) < *nodes && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := os.WriteFile(invitePath, []byte(inv.String()+"\n"), 0o600); err != nil {
+	if err := writeFileAtomic(invitePath, []byte(inv.String()+"\n"), 0o600); err != nil {
 		return err
 	}
 	if err := saveConfig(clientConfig{Grid: inv.String()}); err != nil {
