@@ -1,10 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/identity"
 )
 
 // A damaged config or namespace list is an error naming the file, and
@@ -43,5 +51,168 @@ func TestCLIDamagedStateFiles(t *testing.T) {
 	}
 	if c, err := loadConfig(); err != nil || c.Grid != "g" || len(c.Peers) != 1 {
 		t.Fatalf("loadConfig after saveConfig: %+v %v", c, err)
+	}
+}
+
+// testGrid is a grid of real `quilt node` processes on 127.0.0.1.
+type testGrid struct {
+	t      *testing.T
+	bin    string
+	base   string
+	env    []string
+	invite string
+	procs  []*exec.Cmd
+}
+
+// startTestGrid starts n nodes and waits until the first sees them all.
+func startTestGrid(t *testing.T, n int) *testGrid {
+	g := &testGrid{t: t, bin: buildQuilt(t), base: t.TempDir()}
+	g.env = append(os.Environ(), "QUILT_HOME="+filepath.Join(g.base, "home"), "QUILT_GRID=")
+	t.Cleanup(func() {
+		for _, p := range g.procs {
+			if p.Process != nil {
+				p.Process.Kill()
+				p.Wait()
+			}
+		}
+	})
+	var inv identity.Invite
+	for i := range n {
+		dir := filepath.Join(g.base, fmt.Sprintf("node%d", i))
+		args := []string{"node", "--data", dir, "--listen", "127.0.0.1:0", "--log", "warn", "--cpus", "1"}
+		if i > 0 {
+			args = append(args, "--join", inv.String())
+		}
+		cmd := exec.Command(g.bin, args...)
+		cmd.Env = g.env
+		log, _ := os.Create(dir + ".log")
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		g.procs = append(g.procs, cmd)
+		own, err := identity.ParseInvite(waitFile(t, filepath.Join(dir, "invite"), 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			inv = own
+		} else {
+			inv.Addrs = append(inv.Addrs, own.Addrs...)
+		}
+	}
+	g.invite = inv.String()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _, err := g.quilt(nil, "nodes")
+		if err == nil && strings.Count(out, " alive ") == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grid did not form: %v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return g
+}
+
+// command returns a quilt client command on the grid.
+func (g *testGrid) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(g.bin, append(args, "--grid", g.invite)...)
+	cmd.Env = g.env
+	return cmd
+}
+
+// quilt runs a client command, returning its stdout and stderr.
+func (g *testGrid) quilt(stdin []byte, args ...string) (string, string, error) {
+	cmd := g.command(args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("quilt %s: %v\n%s", args[0], err, errb.String())
+	}
+	return out.String(), errb.String(), err
+}
+
+// A `quilt get -o FILE` stopped by SIGTERM half way exits non-zero saying
+// so, and leaves neither FILE nor its temporary file; it used to exit 0
+// with a truncated FILE.
+func TestCLIInterrupted(t *testing.T) {
+	g := startTestGrid(t, 3)
+	data := make([]byte, 96<<20)
+	rand.Read(data)
+	in := filepath.Join(g.base, "in")
+	if err := os.WriteFile(in, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	capOut, _, err := g.quilt(nil, "put", "--k", "2", "--n", "3", "--happy", "3", in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcap := strings.TrimSpace(capOut)
+	outDir := t.TempDir()
+	out := filepath.Join(outDir, "copy")
+	cmd := g.command("get", rcap, "-o", out)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the temporary file beside the target has some bytes.
+	deadline := time.Now().Add(30 * time.Second)
+	for started := false; !started; {
+		ents, _ := os.ReadDir(outDir)
+		for _, e := range ents {
+			if info, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), ".copy.") && info.Size() > 0 && info.Size() < int64(len(data)) {
+				started = true
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no partial temporary file appeared in %s", outDir)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	if err == nil || !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("get stopped by SIGTERM: %v, stderr %q; want a non-zero exit saying interrupted", err, errb.String())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("an interrupted get left %s (%v)", out, err)
+	}
+	if ents, _ := os.ReadDir(outDir); len(ents) != 0 {
+		t.Errorf("an interrupted get left %v", ents)
+	}
+	// A put stopped half way says it was interrupted, not that shares
+	// were lost for want of nodes.
+	put := g.command("put", "--k", "2", "--n", "3", "--happy", "3", "-")
+	stdin, err := put.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var putOut, putErr bytes.Buffer
+	put.Stdout, put.Stderr = &putOut, &putErr
+	if err := put.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once this returns, put has read (nearly) all of it.
+	if _, err := stdin.Write(data[:8<<20]); err != nil {
+		t.Fatal(err)
+	}
+	put.Process.Signal(syscall.SIGTERM)
+	stdin.Close()
+	err = put.Wait()
+	if err == nil || !strings.Contains(putErr.String(), "interrupted") || strings.Contains(putErr.String(), "add nodes") || putOut.Len() != 0 {
+		t.Errorf("put stopped by SIGTERM: %v, stdout %q, stderr %q; want a non-zero exit saying interrupted and no capability", err, putOut.String(), putErr.String())
+	}
+	// Not interrupted, the same get writes the whole file.
+	if _, _, err := g.quilt(nil, "get", rcap, "-o", out); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
+		t.Fatalf("get wrote %d bytes, not the object's %d", len(got), len(data))
 	}
 }

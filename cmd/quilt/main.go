@@ -103,6 +103,10 @@ func main() {
 // errUsage means the flags were wrong; the flag package already said so.
 var errUsage = errors.New("usage")
 
+// errInterrupted means the command was stopped by Ctrl-C or SIGTERM
+// before it finished.
+var errInterrupted = errors.New("interrupted")
+
 // hint says what to do about an error, where we know.
 func hint(err error) string {
 	switch {
