@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/identity"
 )
 
@@ -136,10 +137,12 @@ func (g *testGrid) quilt(stdin []byte, args ...string) (string, string, error) {
 	return out.String(), errb.String(), err
 }
 
-// A `quilt get -o FILE` stopped by SIGTERM half way exits non-zero saying
-// so, and leaves neither FILE nor its temporary file; it used to exit 0
-// with a truncated FILE.
-func TestCLIInterrupted(t *testing.T) {
+// On a grid of real processes: put -v prints the verify capability and
+// quilt cap verify derives it. A `quilt get -o FILE` stopped by SIGTERM
+// half way exits non-zero saying so, and leaves neither FILE nor its
+// temporary file (it used to exit 0 with a truncated FILE); a put stopped
+// half way says interrupted, not that nodes are missing.
+func TestCLIPutGetOnGrid(t *testing.T) {
 	g := startTestGrid(t, 3)
 	data := make([]byte, 96<<20)
 	rand.Read(data)
@@ -147,11 +150,37 @@ func TestCLIInterrupted(t *testing.T) {
 	if err := os.WriteFile(in, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	capOut, _, err := g.quilt(nil, "put", "--k", "2", "--n", "3", "--happy", "3", in)
+	capOut, putLog, err := g.quilt(nil, "put", "-v", "--k", "2", "--n", "3", "--happy", "3", in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rcap := strings.TrimSpace(capOut)
+	// put -v prints the verify capability, labelled, on standard error;
+	// quilt cap verify derives the same one from the read capability;
+	// quilt check takes it.
+	rc, err := codec.ParseReadCap(rcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vcap := rc.Verify().String()
+	if !strings.Contains(putLog, "verify capability (checks and repairs, cannot read): "+vcap+"\n") {
+		t.Errorf("put -v did not print the verify capability %s:\n%s", vcap, putLog)
+	}
+	capVerify := func(c string) (string, error) {
+		out, err := exec.Command(g.bin, "cap", "verify", c).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	for _, from := range []string{rcap, vcap} {
+		if out, err := capVerify(from); err != nil || out != vcap {
+			t.Errorf("quilt cap verify %s: %q, %v; want %s", from, out, err, vcap)
+		}
+	}
+	if out, err := capVerify("quilt:r:garbage"); err == nil {
+		t.Errorf("quilt cap verify of a damaged capability printed %q", out)
+	}
+	if out, _, err := g.quilt(nil, "check", vcap); err != nil || !strings.Contains(out, "healthy") {
+		t.Errorf("quilt check of the derived verify capability: %v\n%s", err, out)
+	}
 	outDir := t.TempDir()
 	out := filepath.Join(outDir, "copy")
 	cmd := g.command("get", rcap, "-o", out)

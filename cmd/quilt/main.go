@@ -34,6 +34,7 @@ var commands = map[string]command{
 	"put":     {"store a file; prints its read capability", runPut},
 	"get":     {"read a file back by its capability", runGet},
 	"check":   {"check an object's shares; --repair rebuilds missing ones", runCheck},
+	"cap":     {"derive a verify capability from a read capability", runCap},
 	"nodes":   {"list the grid's nodes", runNodes},
 	"bench":   {"measure put/get throughput on the grid", runBench},
 	"cfs":     {"the configuration filesystem: signed, replicated files (BaseFS)", runCFS},

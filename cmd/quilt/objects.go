@@ -49,7 +49,7 @@ func runPut(ctx context.Context, args []string) error {
 	var e encodingFlags
 	g.register(fs)
 	e.register(fs)
-	verbose := fs.Bool("v", false, "say where each share went")
+	verbose := fs.Bool("v", false, "say where each share went, and print the verify capability (for 'quilt check') on standard error")
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
@@ -97,6 +97,7 @@ func runPut(ctx context.Context, args []string) error {
 			fmt.Fprintf(os.Stderr, "share %2d  node %.8s  %s\n", sh.Share, sh.Node, status)
 		}
 		fmt.Fprintf(os.Stderr, "%s on %d distinct nodes\n", human(rep.Bytes), rep.Happiness)
+		fmt.Fprintf(os.Stderr, "verify capability (checks and repairs, cannot read): %s\n", rc.Verify())
 	}
 	if ms, err := s.nodes.Members(ctx, 1e9); err == nil {
 		s.rememberPeers(ms)
