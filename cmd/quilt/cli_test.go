@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -244,4 +245,31 @@ func TestCLIPutGetOnGrid(t *testing.T) {
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
 		t.Fatalf("get wrote %d bytes, not the object's %d", len(got), len(data))
 	}
+}
+
+// A data directory in use is refused at once, naming the process that
+// has it; it used to fail after a while with "ns.db: timeout".
+func TestCLIDataDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	release, err := lockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%s is in use by another process (pid %d)", dir, os.Getpid())
+	// Bounded: without the lock these would run a node until cancelled.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if err := runNode(ctx, []string{"--data", dir, "--listen", "127.0.0.1:0"}); err == nil || err.Error() != want {
+		t.Errorf("node on a directory in use: %v; want %q", err, want)
+	}
+	if err := runUp(ctx, []string{"--dir", dir, "--port", "0"}); err == nil || err.Error() != want {
+		t.Errorf("up on a directory in use: %v; want %q", err, want)
+	}
+	release()
+	// Released, the directory can be locked again.
+	release, err = lockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
 }

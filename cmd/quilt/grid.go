@@ -53,6 +53,11 @@ func runNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	release, err := lockDir(*data)
+	if err != nil {
+		return err
+	}
+	defer release()
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
 		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel)}
 	if cfg.Gossip == "" {
@@ -120,6 +125,11 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	release, err := lockDir(*dir)
+	if err != nil {
+		return err
+	}
+	defer release()
 	invitePath := filepath.Join(*dir, "invite")
 	os.Remove(invitePath) // written again once the grid is up
 	log := newLogger(*logLevel)
@@ -154,6 +164,11 @@ func runUp(ctx context.Context, args []string) error {
 			j := inv
 			cfg.Join = &j
 		}
+		rel, err := lockDir(cfg.Dir)
+		if err != nil {
+			return fmt.Errorf("node %d: %w", i+1, err)
+		}
+		defer rel()
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		n, err := startDaemon(sctx, cfg, 5*time.Second)
 		cancel()
