@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -272,4 +273,48 @@ func TestCLIDataDirInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
+}
+
+// Joining through a dead address or with another grid's secret gives up
+// after --join-timeout with an error naming the address and the reason,
+// and a hint; every failed attempt is logged meanwhile.
+func TestCLIJoinFailures(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	first := t.TempDir()
+	done := make(chan error, 1)
+	go func() { done <- runNode(ctx, []string{"--data", first, "--listen", "127.0.0.1:0", "--log", "error"}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("first node: %v", err)
+		}
+	})
+	inv, err := identity.ParseInvite(waitFile(t, filepath.Join(first, "invite"), 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := identity.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	for _, c := range []struct {
+		join       identity.Invite
+		addr, hint string
+	}{
+		{identity.Invite{Secret: inv.Secret, Addrs: []string{dead}}, dead, "nothing listens"},
+		{identity.Invite{Secret: other, Addrs: inv.Addrs}, inv.Addrs[0], "secret is wrong"},
+	} {
+		err := runNode(ctx, []string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--log", "error",
+			"--join", c.join.String(), "--join-timeout", "1s"})
+		if err == nil || !strings.Contains(err.Error(), c.addr) || !strings.Contains(hint(err), c.hint) {
+			t.Errorf("join %s: %v (hint %q); want an error naming %s, hint mentioning %q", c.join, err, hint(err), c.addr, c.hint)
+		}
+	}
 }

@@ -35,6 +35,7 @@ func runNode(ctx context.Context, args []string) error {
 	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	syncEvery := fs.Duration("ns-sync", 5*time.Second, "how often namespaces are compared with a random peer (anti-entropy)")
+	joinTimeout := fs.Duration("join-timeout", 2*time.Minute, "with --join: give up (exit 1) when no node of the invite has answered for this long; 0: keep trying for ever (every failure is logged)")
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -74,8 +75,18 @@ func runNode(ctx context.Context, args []string) error {
 		cfg.Join = &inv
 	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	if cfg.Join != nil {
+		cancel()
+		startCtx, cancel = context.WithCancel(ctx)
+		if *joinTimeout > 0 {
+			startCtx, cancel = context.WithTimeout(ctx, *joinTimeout)
+		}
+	}
 	n, err := startDaemon(startCtx, cfg, *syncEvery)
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		return errInterrupted
+	}
 	if err != nil {
 		return err
 	}

@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/object"
 )
@@ -111,6 +113,8 @@ var errInterrupted = errors.New("interrupted")
 // hint says what to do about an error, where we know.
 func hint(err error) string {
 	switch {
+	case err == nil:
+		return ""
 	case errors.Is(err, errNoGrid):
 		return "start a grid with 'quilt up', or pass --grid INVITE (the invite is in the grid's DIR/invite)"
 	case errors.Is(err, node.ErrNoGrid):
@@ -121,6 +125,11 @@ func hint(err error) string {
 		return "run 'quilt check CAP' to see which shares are where; bring nodes back up, then 'quilt check --repair'"
 	case errors.Is(err, object.ErrUnhappy):
 		return "add nodes or free space, or lower --happy (and --n)"
+	case strings.Contains(err.Error(), identity.ErrNotInGrid.Error()):
+		// Joining wraps the last error as text.
+		return "the node there is not in the invite's grid: the invite's secret is wrong or not this grid's; copy the invite again from a member's DIR/invite"
+	case strings.Contains(err.Error(), "connection refused"):
+		return "nothing listens at that address: is the node running, and is the address in the invite right?"
 	}
 	return ""
 }

@@ -243,6 +243,9 @@ func (n *Node) join(ctx context.Context, seeds []string) error {
 			}
 			ms, err := n.client.membersFrom(ctx, s)
 			if err != nil {
+				if ctx.Err() == nil {
+					n.log.Warn("join: no answer from the invite's node", "addr", s, "err", err)
+				}
 				last = err
 				continue
 			}
