@@ -318,3 +318,31 @@ func TestCLIJoinFailures(t *testing.T) {
 		}
 	}
 }
+
+// quilt key finds the gateway quilt up runs (DIR/gateway, recorded in the
+// client config) when the grid is the default one; it used to look in
+// $QUILT_HOME/gateway, where quilt up keeps nothing.
+func TestCLIKeyFindsUpsGateway(t *testing.T) {
+	h := t.TempDir()
+	t.Setenv("QUILT_HOME", h)
+	t.Setenv("QUILT_GRID", "")
+	def := filepath.Join(h, "gateway")
+	if got := keyDir(""); got != def {
+		t.Errorf("no config: %s, want %s", got, def)
+	}
+	if err := saveConfig(clientConfig{Grid: "quilt://up", Gateway: "/grid/gateway"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ flag, env, want string }{
+		{"", "", "/grid/gateway"},
+		{"quilt://up", "", "/grid/gateway"},
+		{"", "quilt://up", "/grid/gateway"},
+		{"quilt://other", "", def},
+		{"", "quilt://other", def},
+	} {
+		t.Setenv("QUILT_GRID", c.env)
+		if got := keyDir(c.flag); got != c.want {
+			t.Errorf("--grid %q, QUILT_GRID %q: %s, want %s", c.flag, c.env, got, c.want)
+		}
+	}
+}

@@ -40,6 +40,9 @@ func home() string {
 type clientConfig struct {
 	Grid  string   `json:"grid"`            // invite
 	Peers []string `json:"peers,omitempty"` // node addresses last seen alive
+	// Gateway is the state directory of the grid's gateway that 'quilt
+	// up' runs, where 'quilt key' finds it.
+	Gateway string `json:"gateway,omitempty"`
 }
 
 func configPath() string { return filepath.Join(home(), "config.json") }

@@ -118,7 +118,7 @@ func runKey(ctx context.Context, args []string) error {
 	fs := newFlagSet("key", "Usage: quilt key create [--admin] [--bucket NAME=read|write|owner ...]\n       quilt key list\n       quilt key delete ID\n\nManages the S3 access keys of the gateway in --dir.")
 	var g gridFlags
 	g.register(fs)
-	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
+	dir := fs.String("dir", "", "gateway state directory (default: the gateway 'quilt up' runs for the default grid, else $QUILT_HOME/gateway as for 'quilt gateway')")
 	admin := fs.Bool("admin", false, "create: the key may use every bucket and make buckets")
 	var perms multiFlag
 	fs.Var(&perms, "bucket", "create: NAME=read|write|owner (repeatable)")
@@ -128,6 +128,9 @@ func runKey(ctx context.Context, args []string) error {
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return errUsage
+	}
+	if *dir == "" {
+		*dir = keyDir(g.grid)
 	}
 	s, err := g.connect()
 	if err != nil {
@@ -196,6 +199,25 @@ func runKey(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	return nil
+}
+
+// keyDir is the gateway 'quilt key' works on without --dir: the one
+// 'quilt up' runs, when the grid is the default grid it recorded, else
+// the default of 'quilt gateway'.
+func keyDir(gridFlag string) string {
+	def := filepath.Join(home(), "gateway")
+	cfg, err := loadConfig()
+	if err != nil || cfg.Gateway == "" {
+		return def
+	}
+	grid := gridFlag
+	if grid == "" {
+		grid = os.Getenv("QUILT_GRID")
+	}
+	if grid != "" && grid != cfg.Grid {
+		return def
+	}
+	return cfg.Gateway
 }
 
 // multiFlag is a repeatable string flag.

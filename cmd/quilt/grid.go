@@ -202,7 +202,14 @@ func runUp(ctx context.Context, args []string) error {
 	if err := writeFileAtomic(invitePath, []byte(inv.String()+"\n"), 0o600); err != nil {
 		return err
 	}
-	if err := saveConfig(clientConfig{Grid: inv.String()}); err != nil {
+	cfg := clientConfig{Grid: inv.String()}
+	if *s3addr != "off" {
+		cfg.Gateway = filepath.Join(*dir, "gateway")
+		if abs, err := filepath.Abs(cfg.Gateway); err == nil {
+			cfg.Gateway = abs
+		}
+	}
+	if err := saveConfig(cfg); err != nil {
 		return fmt.Errorf("writing the client config: %w", err)
 	}
 	s3msg := ""
