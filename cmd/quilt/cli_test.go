@@ -101,7 +101,7 @@ func startTestGrid(t *testing.T, n int) *testGrid {
 		if i == 0 {
 			inv = own
 		} else {
-			inv.Addrs = append(inv.Addrs, own.Addrs...)
+			inv.Addrs = appendNew(inv.Addrs, own.Addrs...)
 		}
 	}
 	g.invite = inv.String()
@@ -245,6 +245,25 @@ func TestCLIPutGetOnGrid(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, data) {
 		t.Fatalf("get wrote %d bytes, not the object's %d", len(got), len(data))
+	}
+
+	// The invite a joined node writes names it first, then the other
+	// live members: a client given only it still reaches the grid with
+	// that node gone.
+	last := len(g.procs) - 1
+	own, err := identity.ParseInvite(waitFile(t, filepath.Join(g.base, fmt.Sprintf("node%d", last), "invite"), time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := identity.ParseInvite(g.invite)
+	if len(own.Addrs) != len(all.Addrs) || own.Addrs[0] != all.Addrs[last] {
+		t.Fatalf("node %d's invite names %v; want itself first and every member of %v", last, own.Addrs, all.Addrs)
+	}
+	g.procs[last].Process.Kill()
+	g.procs[last].Wait()
+	g.invite = own.String()
+	if _, _, err := g.quilt(nil, "get", rcap, "-o", out); err != nil {
+		t.Fatalf("get through the invite of a node that is gone: %v", err)
 	}
 }
 
