@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/sharestore"
@@ -386,24 +387,13 @@ func (n *Node) writeFiles() error {
 	return n.writePeers()
 }
 
+// writeFileAtomic replaces a file of the data directory durably: after a
+// crash it holds the old content or the new.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("node: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("node: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // ID returns the node's ID.
