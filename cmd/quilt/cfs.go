@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/dag"
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/namespace"
@@ -90,12 +91,12 @@ type cfsState struct {
 	Namespaces []nsConfig `json:"namespaces"`
 }
 
-func loadCFS() cfsState {
+// loadCFS reads the namespaces this client uses; a damaged file is an
+// error, never silently replaced.
+func loadCFS() (cfsState, error) {
 	var st cfsState
-	if b, err := os.ReadFile(filepath.Join(cfsHome(), "namespaces.json")); err == nil {
-		json.Unmarshal(b, &st)
-	}
-	return st
+	_, err := atomicfile.ReadJSON(filepath.Join(cfsHome(), "namespaces.json"), &st)
+	return st, err
 }
 
 func saveCFS(st cfsState) error {
@@ -103,15 +104,13 @@ func saveCFS(st cfsState) error {
 	return writeFileAtomic(filepath.Join(cfsHome(), "namespaces.json"), append(b, '\n'), 0o600)
 }
 
+// writeFileAtomic replaces the file p by b durably, creating its
+// directory if need be: after a crash p holds the old or the new content.
 func writeFileAtomic(p string, b []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return atomicfile.WriteFile(p, b, mode)
 }
 
 func (st *cfsState) find(name string) (nsConfig, error) {
@@ -439,7 +438,11 @@ func cfsRun(ctx context.Context, verb, usage string, args []string) error {
 	if err := parseArgs(fs, args, -1); err != nil {
 		return err
 	}
-	c := &cfs{st: loadCFS(), out: os.Stdout}
+	st, err := loadCFS()
+	if err != nil {
+		return err
+	}
+	c := &cfs{st: st, out: os.Stdout}
 	defer c.close()
 	argc := func(min, max int) error {
 		if fs.NArg() < min || fs.NArg() > max {

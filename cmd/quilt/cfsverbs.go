@@ -304,7 +304,10 @@ func (c *cfs) revoke(ctx context.Context, key string) error {
 	pub, err := parsePub(key)
 	if err != nil {
 		// A fingerprint or label also names a granted key.
-		grants, _ := c.db.Grants(c.ns)
+		grants, gerr := c.db.Grants(c.ns)
+		if gerr != nil {
+			return fmt.Errorf("revoke: reading the grants: %w", gerr)
+		}
 		for _, g := range grants {
 			if dag.Fingerprint(g.Key) == key || g.Label == key {
 				pub = g.Key
@@ -316,14 +319,19 @@ func (c *cfs) revoke(ctx context.Context, key string) error {
 	}
 	grants, err := c.db.Grants(c.ns)
 	if err != nil {
-		return err
+		return fmt.Errorf("revoke: reading the grants: %w", err)
 	}
 	// Acknowledge what the key wrote that the view shows now, so the
-	// revocation keeps the current state (BaseFS's ack).
+	// revocation keeps the current state (BaseFS's ack). A directory that
+	// cannot be listed aborts the revoke: acknowledging less than is shown
+	// would let the purge drop visible entries.
 	shown := map[dag.Hash][]dag.Hash{}
-	var walk func(dir string)
-	walk = func(dir string) {
-		items, _ := c.db.List(c.ns, dir, "", 0)
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		items, err := c.db.List(c.ns, dir, "", 0)
+		if err != nil {
+			return fmt.Errorf("revoke: listing %s: %w (nothing revoked)", dir, err)
+		}
 		for _, it := range items {
 			for _, h := range []dag.Hash{it.Current, it.Data} {
 				if v, err := c.db.Version(c.ns, h); err == nil {
@@ -331,11 +339,16 @@ func (c *cfs) revoke(ctx context.Context, key string) error {
 				}
 			}
 			if it.Type == dag.Dir {
-				walk(it.Path)
+				if err := walk(it.Path); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
 	}
-	walk("/")
+	if err := walk("/"); err != nil {
+		return err
+	}
 	signerOf := func(h dag.Hash) (dag.Hash, dag.Hash, bool) {
 		raws := c.db.Get(c.ns, []dag.Hash{h})
 		if len(raws) == 0 {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/node"
@@ -39,29 +40,24 @@ func home() string {
 type clientConfig struct {
 	Grid  string   `json:"grid"`            // invite
 	Peers []string `json:"peers,omitempty"` // node addresses last seen alive
+	// Gateway is the state directory of the grid's gateway that 'quilt
+	// up' runs, where 'quilt key' finds it.
+	Gateway string `json:"gateway,omitempty"`
 }
 
 func configPath() string { return filepath.Join(home(), "config.json") }
 
-func loadConfig() clientConfig {
+// loadConfig reads the client config; a missing one is empty, a damaged
+// one an error naming it.
+func loadConfig() (clientConfig, error) {
 	var c clientConfig
-	b, err := os.ReadFile(configPath())
-	if err == nil {
-		json.Unmarshal(b, &c)
-	}
-	return c
+	_, err := atomicfile.ReadJSON(configPath(), &c)
+	return c, err
 }
 
 func saveConfig(c clientConfig) error {
-	if err := os.MkdirAll(home(), 0o700); err != nil {
-		return err
-	}
 	b, _ := json.MarshalIndent(c, "", "  ")
-	tmp := configPath() + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, configPath())
+	return writeFileAtomic(configPath(), append(b, '\n'), 0o600)
 }
 
 // gridFlags are the flags every client command takes.
@@ -97,7 +93,10 @@ type session struct {
 // connect resolves the grid and builds the clients; it does not talk to
 // the grid yet.
 func (g *gridFlags) connect() (*session, error) {
-	cfg := loadConfig()
+	cfg, err := loadConfig()
+	if err != nil {
+		return nil, err
+	}
 	src := g.grid
 	if src == "" {
 		src = os.Getenv("QUILT_GRID")
@@ -146,8 +145,8 @@ func (g *gridFlags) connect() (*session, error) {
 // rememberPeers keeps the addresses of the members seen alive, so a later
 // command reaches the grid even when the invite's nodes are down.
 func (s *session) rememberPeers(ms []member.Member) {
-	cfg := loadConfig()
-	if cfg.Grid == "" {
+	cfg, err := loadConfig()
+	if err != nil || cfg.Grid == "" {
 		return
 	}
 	if inv, err := identity.ParseInvite(cfg.Grid); err != nil || inv.Secret != s.inv.Secret {
@@ -194,7 +193,7 @@ func leaseKey(dir string) ([]byte, error) {
 	}
 	b = make([]byte, 32)
 	rand.Read(b)
-	if err := os.WriteFile(p, b, 0o600); err != nil {
+	if err := writeFileAtomic(p, b, 0o600); err != nil {
 		return nil, err
 	}
 	return b, nil

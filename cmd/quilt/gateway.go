@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
 )
@@ -65,7 +65,7 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, log *slo
 	go svc.srv.Serve(ln)
 	env := fmt.Sprintf("export AWS_ENDPOINT_URL=%s\nexport AWS_ACCESS_KEY_ID=%s\nexport AWS_SECRET_ACCESS_KEY=%s\nexport AWS_DEFAULT_REGION=%s\n",
 		svc.url, admin.ID, admin.Secret, region)
-	if err := os.WriteFile(filepath.Join(dir, "s3.env"), []byte(env), 0o600); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, "s3.env"), []byte(env), 0o600); err != nil {
 		svc.Close()
 		return nil, err
 	}
@@ -77,9 +77,7 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, log *slo
 func adminKey(ctx context.Context, gw *gateway.Gateway, dir string) (gateway.AccessKey, error) {
 	p := filepath.Join(dir, "admin.json")
 	var k gateway.AccessKey
-	if b, err := os.ReadFile(p); err == nil {
-		return k, json.Unmarshal(b, &k)
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if found, err := atomicfile.ReadJSON(p, &k); found || err != nil {
 		return k, err
 	}
 	k, err := gw.CreateKey(ctx, true, nil)
@@ -120,7 +118,7 @@ func runKey(ctx context.Context, args []string) error {
 	fs := newFlagSet("key", "Usage: quilt key create [--admin] [--bucket NAME=read|write|owner ...]\n       quilt key list\n       quilt key delete ID\n\nManages the S3 access keys of the gateway in --dir.")
 	var g gridFlags
 	g.register(fs)
-	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
+	dir := fs.String("dir", "", "gateway state directory (default: the gateway 'quilt up' runs for the default grid, else $QUILT_HOME/gateway as for 'quilt gateway')")
 	admin := fs.Bool("admin", false, "create: the key may use every bucket and make buckets")
 	var perms multiFlag
 	fs.Var(&perms, "bucket", "create: NAME=read|write|owner (repeatable)")
@@ -130,6 +128,9 @@ func runKey(ctx context.Context, args []string) error {
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return errUsage
+	}
+	if *dir == "" {
+		*dir = keyDir(g.grid)
 	}
 	s, err := g.connect()
 	if err != nil {
@@ -147,7 +148,7 @@ func runKey(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := os.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
 		return err
 	}
 	gw, err := openGateway(ctx, s, tmp, s.log)
@@ -198,6 +199,25 @@ func runKey(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	return nil
+}
+
+// keyDir is the gateway 'quilt key' works on without --dir: the one
+// 'quilt up' runs, when the grid is the default grid it recorded, else
+// the default of 'quilt gateway'.
+func keyDir(gridFlag string) string {
+	def := filepath.Join(home(), "gateway")
+	cfg, err := loadConfig()
+	if err != nil || cfg.Gateway == "" {
+		return def
+	}
+	grid := gridFlag
+	if grid == "" {
+		grid = os.Getenv("QUILT_GRID")
+	}
+	if grid != "" && grid != cfg.Grid {
+		return def
+	}
+	return cfg.Gateway
 }
 
 // multiFlag is a repeatable string flag.

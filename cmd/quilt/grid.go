@@ -35,6 +35,7 @@ func runNode(ctx context.Context, args []string) error {
 	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	syncEvery := fs.Duration("ns-sync", 5*time.Second, "how often namespaces are compared with a random peer (anti-entropy)")
+	joinTimeout := fs.Duration("join-timeout", 2*time.Minute, "with --join: give up (exit 1) when no node of the invite has answered for this long; 0: keep trying for ever (every failure is logged)")
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -53,6 +54,11 @@ func runNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	release, err := lockDir(*data)
+	if err != nil {
+		return err
+	}
+	defer release()
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
 		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel)}
 	if cfg.Gossip == "" {
@@ -69,8 +75,18 @@ func runNode(ctx context.Context, args []string) error {
 		cfg.Join = &inv
 	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	if cfg.Join != nil {
+		cancel()
+		startCtx, cancel = context.WithCancel(ctx)
+		if *joinTimeout > 0 {
+			startCtx, cancel = context.WithTimeout(ctx, *joinTimeout)
+		}
+	}
 	n, err := startDaemon(startCtx, cfg, *syncEvery)
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		return errInterrupted
+	}
 	if err != nil {
 		return err
 	}
@@ -120,6 +136,11 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	release, err := lockDir(*dir)
+	if err != nil {
+		return err
+	}
+	defer release()
 	invitePath := filepath.Join(*dir, "invite")
 	os.Remove(invitePath) // written again once the grid is up
 	log := newLogger(*logLevel)
@@ -154,6 +175,11 @@ func runUp(ctx context.Context, args []string) error {
 			j := inv
 			cfg.Join = &j
 		}
+		rel, err := lockDir(cfg.Dir)
+		if err != nil {
+			return fmt.Errorf("node %d: %w", i+1, err)
+		}
+		defer rel()
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		n, err := startDaemon(sctx, cfg, 5*time.Second)
 		cancel()
@@ -173,10 +199,17 @@ func runUp(ctx context.Context, args []string) error {
 	for len(started[0].Members()) < *nodes && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := os.WriteFile(invitePath, []byte(inv.String()+"\n"), 0o600); err != nil {
+	if err := writeFileAtomic(invitePath, []byte(inv.String()+"\n"), 0o600); err != nil {
 		return err
 	}
-	if err := saveConfig(clientConfig{Grid: inv.String()}); err != nil {
+	cfg := clientConfig{Grid: inv.String()}
+	if *s3addr != "off" {
+		cfg.Gateway = filepath.Join(*dir, "gateway")
+		if abs, err := filepath.Abs(cfg.Gateway); err == nil {
+			cfg.Gateway = abs
+		}
+	}
+	if err := saveConfig(cfg); err != nil {
 		return fmt.Errorf("writing the client config: %w", err)
 	}
 	s3msg := ""

@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/object"
 )
@@ -34,6 +36,7 @@ var commands = map[string]command{
 	"put":     {"store a file; prints its read capability", runPut},
 	"get":     {"read a file back by its capability", runGet},
 	"check":   {"check an object's shares; --repair rebuilds missing ones", runCheck},
+	"cap":     {"derive a verify capability from a read capability", runCap},
 	"nodes":   {"list the grid's nodes", runNodes},
 	"bench":   {"measure put/get throughput on the grid", runBench},
 	"cfs":     {"the configuration filesystem: signed, replicated files (BaseFS)", runCFS},
@@ -103,9 +106,15 @@ func main() {
 // errUsage means the flags were wrong; the flag package already said so.
 var errUsage = errors.New("usage")
 
+// errInterrupted means the command was stopped by Ctrl-C or SIGTERM
+// before it finished.
+var errInterrupted = errors.New("interrupted")
+
 // hint says what to do about an error, where we know.
 func hint(err error) string {
 	switch {
+	case err == nil:
+		return ""
 	case errors.Is(err, errNoGrid):
 		return "start a grid with 'quilt up', or pass --grid INVITE (the invite is in the grid's DIR/invite)"
 	case errors.Is(err, node.ErrNoGrid):
@@ -116,6 +125,11 @@ func hint(err error) string {
 		return "run 'quilt check CAP' to see which shares are where; bring nodes back up, then 'quilt check --repair'"
 	case errors.Is(err, object.ErrUnhappy):
 		return "add nodes or free space, or lower --happy (and --n)"
+	case strings.Contains(err.Error(), identity.ErrNotInGrid.Error()):
+		// Joining wraps the last error as text.
+		return "the node there is not in the invite's grid: the invite's secret is wrong or not this grid's; copy the invite again from a member's DIR/invite"
+	case strings.Contains(err.Error(), "connection refused"):
+		return "nothing listens at that address: is the node running, and is the address in the invite right?"
 	}
 	return ""
 }

@@ -49,7 +49,7 @@ func runPut(ctx context.Context, args []string) error {
 	var e encodingFlags
 	g.register(fs)
 	e.register(fs)
-	verbose := fs.Bool("v", false, "say where each share went")
+	verbose := fs.Bool("v", false, "say where each share went, and print the verify capability (for 'quilt check') on standard error")
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
@@ -81,6 +81,10 @@ func runPut(ctx context.Context, args []string) error {
 	bar := startProgress("put", size)
 	rc, rep, err := s.objects.Put(ctx, bar.reader(in), size, p, e.happy)
 	bar.finish()
+	if err != nil && ctx.Err() != nil {
+		// The shares were cut off by the interrupt, not lost by nodes.
+		return errInterrupted
+	}
 	if err != nil {
 		return err
 	}
@@ -93,6 +97,7 @@ func runPut(ctx context.Context, args []string) error {
 			fmt.Fprintf(os.Stderr, "share %2d  node %.8s  %s\n", sh.Share, sh.Node, status)
 		}
 		fmt.Fprintf(os.Stderr, "%s on %d distinct nodes\n", human(rep.Bytes), rep.Happiness)
+		fmt.Fprintf(os.Stderr, "verify capability (checks and repairs, cannot read): %s\n", rc.Verify())
 	}
 	if ms, err := s.nodes.Members(ctx, 1e9); err == nil {
 		s.rememberPeers(ms)
@@ -177,8 +182,20 @@ func runGet(ctx context.Context, args []string) error {
 			fmt.Fprintf(os.Stderr, "worked around node %.8s (share %d): %v\n", p.Node, p.Share, p.Err)
 		}
 	}
+	if ctx.Err() != nil {
+		// Interrupted: the reader stops where it was; what was written is
+		// not the object (the temporary file is removed).
+		return errInterrupted
+	}
 	if err != nil {
 		return err
+	}
+	if rep == nil || rep.Bytes != total {
+		var got int64
+		if rep != nil {
+			got = rep.Bytes
+		}
+		return fmt.Errorf("read only %d of the %d bytes asked for", got, total)
 	}
 	if tmp != nil {
 		// Renamed into place only once whole. Not fsynced, as cp does not:

@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/dag"
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/namespace"
@@ -194,11 +195,12 @@ func loadRegistry(dir string) (registryFile, bool, error) {
 		return reg, false, err
 	}
 	b, _ = json.MarshalIndent(reg, "", "  ")
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return reg, false, err
+	// The registry holds every bucket's root key: it is written durably,
+	// and a crash leaves no half-written registry.
+	if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
+		return reg, false, fmt.Errorf("gateway: %w", err)
 	}
-	return reg, true, os.Rename(tmp, p)
+	return reg, true, nil
 }
 
 // newNamespaceFile makes the keys of a new namespace.

@@ -7,7 +7,7 @@
 //
 //	DIR/node.key   its Ed25519 key (its node ID derives from it)
 //	DIR/secret     the grid secret
-//	DIR/invite     an invite to the grid through this node
+//	DIR/invite     an invite to the grid through this node, then up to 8 other live members
 //	DIR/peers      HTTPS addresses of members last seen, to rejoin
 //	DIR/store/     the share store
 package node
@@ -22,11 +22,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/sharestore"
@@ -90,6 +92,7 @@ type Node struct {
 	peers   *http.Client
 
 	lonely []string // old peers to keep trying, while none has answered
+	invite string   // the invite last written to DIR/invite
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -243,6 +246,9 @@ func (n *Node) join(ctx context.Context, seeds []string) error {
 			}
 			ms, err := n.client.membersFrom(ctx, s)
 			if err != nil {
+				if ctx.Err() == nil {
+					n.log.Warn("join: no answer from the invite's node", "addr", s, "err", err)
+				}
 				last = err
 				continue
 			}
@@ -335,7 +341,9 @@ func (n *Node) background() {
 	}
 }
 
-func (n *Node) writePeers() {
+// writePeers keeps DIR/peers (the other live members) and DIR/invite up
+// to date.
+func (n *Node) writePeers() error {
 	var addrs []string
 	for _, m := range n.members.Alive() {
 		if m.ID != string(n.id.ID) {
@@ -345,31 +353,47 @@ func (n *Node) writePeers() {
 	if len(addrs) > 0 {
 		writeFileAtomic(filepath.Join(n.cfg.Dir, "peers"), []byte(strings.Join(addrs, "\n")+"\n"))
 	}
+	if inv := n.fileInvite(addrs).String() + "\n"; inv != n.invite {
+		if err := writeFileAtomic(filepath.Join(n.cfg.Dir, "invite"), []byte(inv)); err != nil {
+			return err
+		}
+		n.invite = inv
+	}
+	return nil
+}
+
+// inviteOthers is how many other members' addresses DIR/invite names.
+const inviteOthers = 8
+
+// fileInvite is the invite kept in DIR/invite: this node's address first,
+// then those of up to inviteOthers other live members (sorted), so that a
+// client or node given it still reaches the grid when this node is down.
+func (n *Node) fileInvite(others []string) identity.Invite {
+	inv := n.Invite()
+	others = slices.Clone(others)
+	slices.Sort(others)
+	for _, a := range others {
+		if len(inv.Addrs) > inviteOthers {
+			break
+		}
+		if a != "" && !slices.Contains(inv.Addrs, a) {
+			inv.Addrs = append(inv.Addrs, a)
+		}
+	}
+	return inv
 }
 
 func (n *Node) writeFiles() error {
-	n.writePeers()
-	return writeFileAtomic(filepath.Join(n.cfg.Dir, "invite"), []byte(n.Invite().String()+"\n"))
+	return n.writePeers()
 }
 
+// writeFileAtomic replaces a file of the data directory durably: after a
+// crash it holds the old content or the new.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("node: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("node: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // ID returns the node's ID.

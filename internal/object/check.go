@@ -111,6 +111,9 @@ func (c *Client) checkCopy(ctx context.Context, vc codec.VerifyCap, share int, n
 // from any k good ones, placing the new shares on nodes that hold none of
 // the object's shares where it can. It needs only the verify capability.
 func (c *Client) Repair(ctx context.Context, vc codec.VerifyCap, verify bool) (*CheckReport, error) {
+	if err := c.needLease(); err != nil {
+		return nil, err
+	}
 	rep, err := c.Check(ctx, vc, verify)
 	if err != nil {
 		return rep, err

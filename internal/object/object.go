@@ -35,6 +35,9 @@ var (
 	ErrUnavailable = errors.New("object: not enough good shares to read")
 	// ErrRange means a read starts beyond the end of the object.
 	ErrRange = errors.New("object: range starts beyond the end of the object")
+	// ErrNoLeaseSecret is returned by the calls that store shares when
+	// the client was made without Options.LeaseSecret.
+	ErrNoLeaseSecret = errors.New("object: no lease secret (Options.LeaseSecret): shares cannot be stored without a delete secret of this client's")
 )
 
 // Node is a storage node as the object layer sees it.
@@ -73,8 +76,10 @@ type TrailerGrid interface {
 
 // Options tune a Client. Zero values are the defaults.
 type Options struct {
-	// LeaseSecret returns the delete secret for an object's shares. The
-	// default derives nothing and uses a fixed secret: set it.
+	// LeaseSecret returns the delete secret for an object's shares, a
+	// secret of this client's (an HMAC of si under a key it keeps). There
+	// is no default: without it Put and Repair return ErrNoLeaseSecret,
+	// since a secret everyone shares would let anyone delete the shares.
 	LeaseSecret func(si sharefile.SI) []byte
 	// Workers encode segments in parallel; default GOMAXPROCS.
 	Workers int
@@ -100,13 +105,18 @@ func New(grid Grid, opt Options) *Client {
 	if opt.Stall <= 0 {
 		opt.Stall = 20 * time.Second
 	}
-	if opt.LeaseSecret == nil {
-		opt.LeaseSecret = func(sharefile.SI) []byte { return []byte("quilt default lease") }
-	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Client{grid: grid, opt: opt, log: opt.Logger}
+}
+
+// needLease says whether the client may store shares.
+func (c *Client) needLease() error {
+	if c.opt.LeaseSecret == nil {
+		return ErrNoLeaseSecret
+	}
+	return nil
 }
 
 // Problem is something wrong that a transfer noticed and worked around.

@@ -67,6 +67,9 @@ func atEOF(r io.Reader) bool {
 // happy distinct nodes. size is the input's length if known (it sizes the
 // placement), or -1. The report says where each share went.
 func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Params, happy int) (codec.ReadCap, *PutReport, error) {
+	if err := c.needLease(); err != nil {
+		return codec.ReadCap{}, nil, err
+	}
 	if err := p.Validate(); err != nil {
 		return codec.ReadCap{}, nil, err
 	}
