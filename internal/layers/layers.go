@@ -71,6 +71,9 @@ var packages = map[string]Layer{
 	"internal/linkemu": Identity,
 	// This package: the table imports nothing of Quilt.
 	"internal/layers": Identity,
+	// atomicfile writes the small state files of every layer (keys,
+	// secrets, registries, configs) durably; it imports nothing of Quilt.
+	"internal/atomicfile": Identity,
 
 	"internal/member": Membership,
 
