@@ -113,6 +113,9 @@ type bucket struct {
 	key   dag.ReadKey
 	w     *dag.Writer
 	rules dag.Rules
+	// created is when the registry says the bucket was made (zero for
+	// the registry itself).
+	created time.Time
 }
 
 var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -502,6 +505,7 @@ func (g *Gateway) bucket(ctx context.Context, name string) (*bucket, error) {
 	if err != nil {
 		return nil, err
 	}
+	nb.created = rec.Created
 	if g.db.Count(nb.ns) == 0 {
 		g.sync(ctx, &nb)
 	}
@@ -530,6 +534,7 @@ func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
 	if err != nil {
 		return err
 	}
+	nb.created = rec.Created
 	if err := g.commit(ctx, &nb, [][]byte{nb.w.Root().Encode()}); err != nil {
 		return err
 	}
@@ -554,7 +559,8 @@ func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
 	return nil
 }
 
-// DeleteBucket removes an empty bucket.
+// DeleteBucket removes an empty bucket: one with no object and no
+// multipart upload in progress (ErrNotEmpty, ErrUploadsOpen).
 func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 	b, err := g.bucket(ctx, name)
 	if err != nil {
@@ -567,6 +573,17 @@ func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 	}
 	if len(items) > 0 {
 		return ErrNotEmpty
+	}
+	// Uploads another gateway started are in the registry: pull it
+	// first. (An upload that still slips in belongs to this bucket's
+	// namespace, not its name: no later bucket of the name sees it.)
+	g.sync(ctx, &g.registry)
+	us, err := g.uploadsOf(b)
+	if err != nil {
+		return err
+	}
+	if len(us) > 0 {
+		return fmt.Errorf("%w: %d in progress (abort or complete them first)", ErrUploadsOpen, len(us))
 	}
 	if err := g.write(ctx, &g.registry, "/buckets/"+name, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		return w.Entry(dag.Delete, a, h, n, nil), nil

@@ -91,6 +91,8 @@ func mapErr(err error) *Error {
 		return errBucketExists
 	case errors.Is(err, gateway.ErrNotEmpty):
 		return errNotEmpty
+	case errors.Is(err, gateway.ErrUploadsOpen):
+		return s3err("BucketNotEmpty", 409, "The bucket you tried to delete has multipart uploads in progress: abort or complete them first.")
 	case errors.Is(err, gateway.ErrBadBucket):
 		return errBadBucketName
 	case errors.Is(err, gateway.ErrBadKey):
