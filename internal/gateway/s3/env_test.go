@@ -1,10 +1,19 @@
 package s3_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
@@ -52,3 +61,35 @@ func (e *env) key(t *testing.T, admin bool) gateway.AccessKey {
 }
 
 func (e *env) client(k gateway.AccessKey) *awss3.Client { return client(e.srv.URL, k.ID, k.Secret) }
+
+// do sends a request signed (Signature V4, payload hashed) with key k:
+// method, path and raw query, headers as name, value pairs.
+func (e *env) do(t *testing.T, k gateway.AccessKey, method, pathQuery string, body []byte, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+pathQuery, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	sum := sha256.Sum256(body)
+	ph := hex.EncodeToString(sum[:])
+	req.Header.Set("X-Amz-Content-Sha256", ph)
+	creds := aws.Credentials{AccessKeyID: k.ID, SecretAccessKey: k.Secret}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, ph, "s3", "us-east-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func md5sum(s string) []byte {
+	h := md5.Sum([]byte(s))
+	return h[:]
+}

@@ -71,6 +71,7 @@ var (
 	errMalformedXML  = s3err("MalformedXML", 400, "The XML you provided was not well-formed or did not validate against our published schema.")
 	errBadKey        = s3err("KeyTooLongError", 400, "Your key is too long")
 	errInternal      = s3err("InternalError", 500, "We encountered an internal error. Please try again.")
+	errNoVersion     = s3err("NoSuchVersion", 404, "The specified version does not exist: buckets are not versioned, and the current object is version \"null\".")
 	errUnavailable   = s3err("ServiceUnavailable", 503, "The grid cannot take the request now: too few nodes answer.")
 )
 
@@ -131,6 +132,7 @@ type request struct {
 	length int64
 	bucket string
 	object string
+	op     string // the operation, once routed
 	status int
 	bytes  int64
 }
@@ -182,101 +184,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.fail(err)
 		return
 	}
-	q.body, q.length = res.Body, res.Length
+	q.body, q.length = headerChecks(r.Header, res.Body), res.Length
 	s.route(q)
-}
-
-func (s *Server) route(q *request) {
-	r := q.r
-	query := r.URL.Query()
-	switch {
-	case q.bucket == "":
-		if r.Method != http.MethodGet {
-			q.fail(errNotImpl)
-			return
-		}
-		s.listBuckets(q)
-	case q.object == "":
-		if !s.allowed(q, bucketPerm(r)) {
-			return
-		}
-		switch {
-		case r.Method == http.MethodPut && len(query) == 0:
-			s.createBucket(q)
-		case r.Method == http.MethodHead:
-			s.headBucket(q)
-		case r.Method == http.MethodDelete && len(query) == 0:
-			s.deleteBucket(q)
-		case r.Method == http.MethodGet && query.Has("location"):
-			s.location(q)
-		case r.Method == http.MethodGet && query.Has("uploads"):
-			s.listUploads(q)
-		case r.Method == http.MethodGet && (query.Has("versions") || query.Has("acl") || query.Has("policy")):
-			q.fail(errNotImpl)
-		case r.Method == http.MethodGet:
-			s.listObjects(q)
-		case r.Method == http.MethodPost && query.Has("delete"):
-			s.deleteObjects(q)
-		default:
-			q.fail(errNotImpl)
-		}
-	default:
-		if !s.allowed(q, objectPerm(r)) {
-			return
-		}
-		switch {
-		case r.Method == http.MethodPost && query.Has("uploads"):
-			s.createUpload(q)
-		case r.Method == http.MethodPut && query.Has("uploadId") && r.Header.Get("x-amz-copy-source") == "":
-			s.uploadPart(q)
-		case r.Method == http.MethodGet && query.Has("uploadId"):
-			s.listParts(q)
-		case r.Method == http.MethodPost && query.Has("uploadId"):
-			s.completeUpload(q)
-		case r.Method == http.MethodDelete && query.Has("uploadId"):
-			s.abortUpload(q)
-		case query.Has("uploads") || query.Has("uploadId") || query.Has("acl") || query.Has("tagging"):
-			q.fail(errNotImpl)
-		case r.Method == http.MethodPut && r.Header.Get("x-amz-copy-source") != "":
-			s.copyObject(q)
-		case r.Method == http.MethodPut:
-			s.putObject(q)
-		case r.Method == http.MethodGet || r.Method == http.MethodHead:
-			s.getObject(q)
-		case r.Method == http.MethodDelete:
-			s.deleteObject(q)
-		default:
-			q.fail(errNotImpl)
-		}
-	}
-}
-
-func bucketPerm(r *http.Request) gateway.Perm {
-	switch {
-	case r.Method == http.MethodPut && len(r.URL.Query()) == 0, r.Method == http.MethodDelete:
-		return gateway.Owner
-	case r.Method == http.MethodPost:
-		return gateway.Write
-	}
-	return gateway.Read
-}
-
-func objectPerm(r *http.Request) gateway.Perm {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return gateway.Read
-	}
-	return gateway.Write
-}
-
-// allowed checks the key's permission on the bucket (creating a bucket is
-// open to every key, which becomes its owner).
-func (s *Server) allowed(q *request, p gateway.Perm) bool {
-	if q.r.Method == http.MethodPut && q.object == "" && len(q.r.URL.Query()) == 0 {
-		return true
-	}
-	if q.key.Allowed(q.bucket, p) {
-		return true
-	}
-	q.fail(errDenied)
-	return false
 }
