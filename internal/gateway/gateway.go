@@ -418,14 +418,44 @@ func (g *Gateway) readFile(b *bucket, p string) ([]byte, error) {
 
 var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 
-// CheckBucketName applies S3's rules for bucket names.
+// Prefixes and suffixes S3 reserves (access points, Object Lambda,
+// directory buckets, multi-region access points, table buckets).
+var (
+	reservedPrefixes = []string{"xn--", "sthree-", "amzn-s3-demo-"}
+	reservedSuffixes = []string{"-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"}
+)
+
+// CheckBucketName applies S3's rules for bucket names: 3-63 of a-z 0-9 .
+// -, starting and ending with a letter or digit, no two periods or a
+// period and a hyphen side by side, not an IP address, none of S3's
+// reserved prefixes and suffixes.
 func CheckBucketName(name string) error {
-	if !bucketName.MatchString(name) || strings.Contains(name, "..") || net4(name) {
-		return fmt.Errorf("%w: %q (3-63 of a-z 0-9 . -, starting and ending with a letter or digit)", ErrBadBucket, name)
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %q %s", ErrBadBucket, name, why)
+	}
+	switch {
+	case !bucketName.MatchString(name):
+		return bad("(3-63 of a-z 0-9 . -, starting and ending with a letter or digit)")
+	case strings.Contains(name, ".."), strings.Contains(name, ".-"), strings.Contains(name, "-."):
+		return bad("(no two periods, or a period and a hyphen, side by side)")
+	case net4(name):
+		return bad("(not formatted as an IP address)")
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return bad("(the prefix " + p + " is reserved)")
+		}
+	}
+	for _, sfx := range reservedSuffixes {
+		if strings.HasSuffix(name, sfx) {
+			return bad("(the suffix " + sfx + " is reserved)")
+		}
 	}
 	return nil
 }
 
+// net4 reports whether s looks like an IPv4 address: four dot-separated
+// runs of digits.
 func net4(s string) bool {
 	parts := strings.Split(s, ".")
 	if len(parts) != 4 {
