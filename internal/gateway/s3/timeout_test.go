@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -54,5 +55,32 @@ func TestStalledBody(t *testing.T) {
 	}
 	if resp, b := answer(t, c); resp.StatusCode != 200 {
 		t.Fatalf("slow body: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestIdleConnectionClosed: HTTPServer closes a keep-alive connection
+// idle for IdleTimeout.
+func TestIdleConnectionClosed(t *testing.T) {
+	e := newEnvWith(t, testgrid.Options{Nodes: 3}, s3.Options{IdleTimeout: 200 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := e.s3.HTTPServer()
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", ln.Addr())
+	resp, _ := answer(t, c)
+	if resp.StatusCode != 403 || resp.Close {
+		t.Fatalf("anonymous request: %d, close %v", resp.StatusCode, resp.Close)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("idle connection not closed: %d %v", n, err)
 	}
 }
