@@ -104,6 +104,15 @@ func TestErrorAnswers(t *testing.T) {
 	check("a missing bucket, non-admin key", other, "GET", "/no-such-bucket/x", nil, 404, "NoSuchBucket")
 	check("a missing bucket, listing", other, "GET", "/no-such-bucket", nil, 404, "NoSuchBucket")
 	check("a bucket not granted", other, "GET", "/answers/x", nil, 403, "AccessDenied")
+	if _, err := e.client(other).CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String("others")}); err != nil {
+		t.Fatal(err)
+	}
+	for src, want := range map[string]string{"no-such-bucket/x": "NoSuchBucket", "answers/x": "AccessDenied"} {
+		_, err := e.client(other).CopyObject(context.Background(), &awss3.CopyObjectInput{Bucket: aws.String("others"), Key: aws.String("c"), CopySource: aws.String(src)})
+		if code(err) != want {
+			t.Errorf("copy from %s: %v, want %s", src, err, want)
+		}
+	}
 	check("a reserved bucket name", e.admin, "PUT", "/sthree-configurator", nil, 400, "InvalidBucketName")
 	big := make([]byte, 2<<20)
 	rand.Read(big)

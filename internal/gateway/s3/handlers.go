@@ -329,8 +329,7 @@ func (s *Server) copyObject(q *request) {
 		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
 		return
 	}
-	if !q.key.Allowed(sb, gateway.Read) {
-		q.fail(errDenied)
+	if !s.allowedOn(q, sb, gateway.Read) {
 		return
 	}
 	ctx := r.Context()

@@ -146,10 +146,16 @@ func checkVersion(v url.Values) error {
 // allowed checks the key's permission on the bucket. A bucket that does
 // not exist is NoSuchBucket, as S3 answers, whatever the key.
 func (s *Server) allowed(q *request, p gateway.Perm) bool {
-	if q.key.Allowed(q.bucket, p) {
+	return s.allowedOn(q, q.bucket, p)
+}
+
+// allowedOn is allowed for another bucket than the request's (a copy's
+// source).
+func (s *Server) allowedOn(q *request, bucket string, p gateway.Perm) bool {
+	if q.key.Allowed(bucket, p) {
 		return true
 	}
-	if _, err := s.gw.Owner(q.r.Context(), q.bucket); err != nil {
+	if _, err := s.gw.Owner(q.r.Context(), bucket); err != nil {
 		q.fail(errNoBucket)
 		return false
 	}
