@@ -2,7 +2,7 @@
 # Real S3 clients against `quilt up` (10 nodes and the gateway, on
 # 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api), boto3, and rclone
 # (copy, check and sync of a tree of 1,000 files). Installs what it needs:
-# awscli and boto3 in a venv under ~/.cache, rclone with apt. Fails if a
+# pinned awscli and boto3 in a venv under ~/.cache, rclone with apt. Fails if a
 # client cannot be installed: nothing is skipped.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,11 +15,15 @@ cleanup() {
 trap cleanup EXIT
 say() { printf '\n== %s\n' "$*"; }
 
-venv=${QUILT_CLIENTS_VENV:-$HOME/.cache/quilt-test/s3-clients}
+# Pinned client versions (awscli 1.46 carries its own botocore; boto3's
+# is pinned with it). The venv's name holds them, so a change of pins
+# makes a new venv rather than reusing an old one.
+awscli_version=1.46.3 boto3_version=1.44.8 botocore_version=1.44.8
+venv=${QUILT_CLIENTS_VENV:-$HOME/.cache/quilt-test/s3-clients-awscli$awscli_version-boto3$boto3_version}
 if ! [ -x "$venv/bin/aws" ] || ! "$venv/bin/python" -c 'import boto3' 2>/dev/null; then
-	say "installing awscli and boto3 in $venv"
+	say "installing awscli $awscli_version and boto3 $boto3_version in $venv"
 	python3 -m venv "$venv"
-	"$venv/bin/pip" install -q awscli boto3
+	"$venv/bin/pip" install -q "awscli==$awscli_version" "boto3==$boto3_version" "botocore==$botocore_version"
 fi
 if ! command -v rclone >/dev/null; then
 	say "installing rclone"
@@ -47,24 +51,31 @@ echo "small object" >"$work/small"
 "$aws" s3 cp "$work/small" s3://cli/data/small --only-show-errors
 "$aws" s3 cp s3://cli/data/big "$work/big.back" --only-show-errors
 cmp "$work/big" "$work/big.back"
-"$aws" s3 ls s3://cli/data/ | grep -q ' big$'
+# Output is captured before it is matched: under pipefail, grep -q
+# exiting at the first match would kill the client with a broken pipe.
+out=$("$aws" s3 ls s3://cli/data/)
+grep -q ' big$' <<<"$out"
 # Over 8 MiB awscli uploads in parts (multipart) and downloads in ranges.
 head -c 20000000 /dev/urandom >"$work/huge"
 "$aws" s3 cp "$work/huge" s3://cli/data/huge --only-show-errors
 "$aws" s3 cp s3://cli/data/huge "$work/huge.back" --only-show-errors
 cmp "$work/huge" "$work/huge.back"
-"$aws" s3api head-object --bucket cli --key data/huge --query ETag --output text | grep -q -- '-3"$'
+out=$("$aws" s3api head-object --bucket cli --key data/huge --query ETag --output text)
+grep -q -- '-3"$' <<<"$out"
 up=$("$aws" s3api create-multipart-upload --bucket cli --key data/manual --query UploadId --output text)
 "$aws" s3api upload-part --bucket cli --key data/manual --upload-id "$up" --part-number 1 --body "$work/small" >/dev/null
-"$aws" s3api list-parts --bucket cli --key data/manual --upload-id "$up" --query 'Parts[0].Size' --output text | grep -qx 13
+out=$("$aws" s3api list-parts --bucket cli --key data/manual --upload-id "$up" --query 'Parts[0].Size' --output text)
+test "$out" = 13
 "$aws" s3api abort-multipart-upload --bucket cli --key data/manual --upload-id "$up"
-"$aws" s3api head-object --bucket cli --key data/small --query ContentLength --output text | grep -qx 13
+out=$("$aws" s3api head-object --bucket cli --key data/small --query ContentLength --output text)
+test "$out" = 13
 "$aws" s3api get-object --bucket cli --key data/big --range bytes=100-199 "$work/part" >/dev/null
 cmp <(tail -c +101 "$work/big" | head -c 100) "$work/part"
 mkdir -p "$work/tree/a/b"
 for i in $(seq 1 50); do echo "cli $i" >"$work/tree/a/f$i"; echo "deep $i" >"$work/tree/a/b/g$i"; done
 "$aws" s3 sync "$work/tree" s3://cli/tree --only-show-errors
-test "$("$aws" s3 ls s3://cli/tree --recursive | wc -l)" = 100
+out=$("$aws" s3 ls s3://cli/tree --recursive)
+test "$(wc -l <<<"$out")" = 100
 "$aws" s3 rm s3://cli/data/big --only-show-errors
 ! "$aws" s3api head-object --bucket cli --key data/big >/dev/null 2>&1
 if "$aws" s3 rb s3://cli 2>/dev/null; then echo "removed a non-empty bucket"; exit 1; fi
@@ -119,6 +130,7 @@ rc check "$work/rtree" q:rclone/tree
 rm "$work/rtree/d1/f1" && echo changed >"$work/rtree/d2/f2"
 rc sync "$work/rtree" q:rclone/tree
 rc check "$work/rtree" q:rclone/tree
-test "$(rc ls q:rclone/tree | wc -l)" = 999
+out=$(rc ls q:rclone/tree)
+test "$(wc -l <<<"$out")" = 999
 
 say "all S3 clients passed"

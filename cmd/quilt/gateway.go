@@ -61,7 +61,7 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, log *slo
 		return nil, fmt.Errorf("s3: listen on %s: %w", addr, err)
 	}
 	svc := &s3Service{gw: gw, admin: admin, url: "http://" + ln.Addr().String(),
-		srv: &http.Server{Handler: s3.New(gw, s3.Options{Region: region, Logger: log}), ReadHeaderTimeout: 30 * time.Second}}
+		srv: s3.New(gw, s3.Options{Region: region, Logger: log}).HTTPServer()}
 	go svc.srv.Serve(ln)
 	env := fmt.Sprintf("export AWS_ENDPOINT_URL=%s\nexport AWS_ACCESS_KEY_ID=%s\nexport AWS_SECRET_ACCESS_KEY=%s\nexport AWS_DEFAULT_REGION=%s\n",
 		svc.url, admin.ID, admin.Secret, region)

@@ -114,6 +114,9 @@ type bucket struct {
 	key   dag.ReadKey
 	w     *dag.Writer
 	rules dag.Rules
+	// created is when the registry says the bucket was made (zero for
+	// the registry itself).
+	created time.Time
 }
 
 var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -417,14 +420,44 @@ func (g *Gateway) readFile(b *bucket, p string) ([]byte, error) {
 
 var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
 
-// CheckBucketName applies S3's rules for bucket names.
+// Prefixes and suffixes S3 reserves (access points, Object Lambda,
+// directory buckets, multi-region access points, table buckets).
+var (
+	reservedPrefixes = []string{"xn--", "sthree-", "amzn-s3-demo-"}
+	reservedSuffixes = []string{"-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"}
+)
+
+// CheckBucketName applies S3's rules for bucket names: 3-63 of a-z 0-9 .
+// -, starting and ending with a letter or digit, no two periods or a
+// period and a hyphen side by side, not an IP address, none of S3's
+// reserved prefixes and suffixes.
 func CheckBucketName(name string) error {
-	if !bucketName.MatchString(name) || strings.Contains(name, "..") || net4(name) {
-		return fmt.Errorf("%w: %q (3-63 of a-z 0-9 . -, starting and ending with a letter or digit)", ErrBadBucket, name)
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %q %s", ErrBadBucket, name, why)
+	}
+	switch {
+	case !bucketName.MatchString(name):
+		return bad("(3-63 of a-z 0-9 . -, starting and ending with a letter or digit)")
+	case strings.Contains(name, ".."), strings.Contains(name, ".-"), strings.Contains(name, "-."):
+		return bad("(no two periods, or a period and a hyphen, side by side)")
+	case net4(name):
+		return bad("(not formatted as an IP address)")
+	}
+	for _, p := range reservedPrefixes {
+		if strings.HasPrefix(name, p) {
+			return bad("(the prefix " + p + " is reserved)")
+		}
+	}
+	for _, sfx := range reservedSuffixes {
+		if strings.HasSuffix(name, sfx) {
+			return bad("(the suffix " + sfx + " is reserved)")
+		}
 	}
 	return nil
 }
 
+// net4 reports whether s looks like an IPv4 address: four dot-separated
+// runs of digits.
 func net4(s string) bool {
 	parts := strings.Split(s, ".")
 	if len(parts) != 4 {
@@ -504,6 +537,7 @@ func (g *Gateway) bucket(ctx context.Context, name string) (*bucket, error) {
 	if err != nil {
 		return nil, err
 	}
+	nb.created = rec.Created
 	if g.db.Count(nb.ns) == 0 {
 		g.sync(ctx, &nb)
 	}
@@ -532,6 +566,7 @@ func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
 	if err != nil {
 		return err
 	}
+	nb.created = rec.Created
 	if err := g.commit(ctx, &nb, [][]byte{nb.w.Root().Encode()}); err != nil {
 		return err
 	}
@@ -556,7 +591,8 @@ func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
 	return nil
 }
 
-// DeleteBucket removes an empty bucket.
+// DeleteBucket removes an empty bucket: one with no object and no
+// multipart upload in progress (ErrNotEmpty, ErrUploadsOpen).
 func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 	b, err := g.bucket(ctx, name)
 	if err != nil {
@@ -569,6 +605,17 @@ func (g *Gateway) DeleteBucket(ctx context.Context, name string) error {
 	}
 	if len(items) > 0 {
 		return ErrNotEmpty
+	}
+	// Uploads another gateway started are in the registry: pull it
+	// first. (An upload that still slips in belongs to this bucket's
+	// namespace, not its name: no later bucket of the name sees it.)
+	g.sync(ctx, &g.registry)
+	us, err := g.uploadsOf(b)
+	if err != nil {
+		return err
+	}
+	if len(us) > 0 {
+		return fmt.Errorf("%w: %d in progress (abort or complete them first)", ErrUploadsOpen, len(us))
 	}
 	if err := g.write(ctx, &g.registry, "/buckets/"+name, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		return w.Entry(dag.Delete, a, h, n, nil), nil

@@ -12,17 +12,25 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/dag"
+	"github.com/quilt-grid/quilt/internal/namespace"
 )
 
 // Multipart uploads, as S3's: parts are stored as they come (each a grid
 // object, or inline if tiny) and recorded in the registry under
 // /uploads/ID; completing writes one object entry that lists the parts,
 // so nothing is copied. Until then the parts show in no listing.
+//
+// An upload belongs to one bucket instance — the bucket's namespace ID,
+// not its name: a bucket deleted and made again under the same name (by
+// any key) does not see, list or complete the old bucket's uploads.
 
 // Errors of multipart uploads.
 var (
 	ErrNoUpload = errors.New("gateway: no such upload")
 	ErrBadPart  = errors.New("gateway: invalid part")
+	// ErrUploadsOpen means a bucket cannot be deleted while multipart
+	// uploads into it are in progress.
+	ErrUploadsOpen = errors.New("gateway: bucket has multipart uploads in progress")
 )
 
 // MaxParts is S3's limit on the parts of one upload.
@@ -40,8 +48,12 @@ type Part struct {
 
 // Upload is a multipart upload in progress.
 type Upload struct {
-	ID        string     `json:"id"`
-	Bucket    string     `json:"bucket"`
+	ID     string `json:"id"`
+	Bucket string `json:"bucket"`
+	// BucketID is the namespace ID of the bucket the upload was started
+	// in; records written before it existed have none, and belong to the
+	// bucket of their name only if it was made before they were.
+	BucketID  string     `json:"bucket_id,omitempty"`
 	Key       string     `json:"key"`
 	Options   PutOptions `json:"opt"`
 	Initiated time.Time  `json:"initiated"`
@@ -61,7 +73,8 @@ func (g *Gateway) ensureUploads(ctx context.Context) error {
 
 // CreateUpload starts a multipart upload of key.
 func (g *Gateway) CreateUpload(ctx context.Context, bucketName, key string, opt PutOptions) (Upload, error) {
-	if _, err := g.bucket(ctx, bucketName); err != nil {
+	b, err := g.bucket(ctx, bucketName)
+	if err != nil {
 		return Upload{}, err
 	}
 	if _, err := keyPath(key); err != nil {
@@ -72,7 +85,7 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucketName, key string, opt 
 	}
 	id := make([]byte, 16)
 	rand.Read(id)
-	u := Upload{ID: hex.EncodeToString(id), Bucket: bucketName, Key: key, Options: opt, Initiated: time.Now().UTC()}
+	u := Upload{ID: hex.EncodeToString(id), Bucket: bucketName, BucketID: b.ns.String(), Key: key, Options: opt, Initiated: time.Now().UTC()}
 	body, _ := json.Marshal(u)
 	dir := uploadDir(u.ID)
 	if err := g.write(ctx, &g.registry, dir, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
@@ -85,11 +98,27 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucketName, key string, opt 
 	})
 }
 
-// upload reads an upload's record, checking it belongs to bucket/key.
-func (g *Gateway) upload(ctx context.Context, bucketName, key, id string) (Upload, error) {
+// belongs reports whether upload u was started in bucket instance b.
+func (u Upload) belongs(b *bucket) bool {
+	if u.Bucket != b.name {
+		return false
+	}
+	if u.BucketID != "" {
+		return u.BucketID == b.ns.String()
+	}
+	return !b.created.IsZero() && !u.Initiated.Before(b.created)
+}
+
+// upload reads an upload's record, checking it belongs to key in the
+// bucket now named bucketName, which it returns.
+func (g *Gateway) upload(ctx context.Context, bucketName, key, id string) (Upload, *bucket, error) {
 	var u Upload
 	if b, err := hex.DecodeString(id); err != nil || len(b) != 16 {
-		return u, ErrNoUpload
+		return u, nil, ErrNoUpload
+	}
+	b, err := g.bucket(ctx, bucketName)
+	if err != nil {
+		return u, nil, err
 	}
 	raw, err := g.readFile(&g.registry, uploadDir(id)+"/info")
 	if err == nil && raw == nil {
@@ -97,18 +126,18 @@ func (g *Gateway) upload(ctx context.Context, bucketName, key, id string) (Uploa
 		raw, err = g.readFile(&g.registry, uploadDir(id)+"/info")
 	}
 	if err != nil {
-		return u, err
+		return u, nil, err
 	}
 	if raw == nil {
-		return u, ErrNoUpload
+		return u, nil, ErrNoUpload
 	}
 	if err := json.Unmarshal(raw, &u); err != nil {
-		return u, err
+		return u, nil, err
 	}
-	if u.Bucket != bucketName || u.Key != key {
-		return u, ErrNoUpload
+	if !u.belongs(b) || u.Key != key {
+		return u, nil, ErrNoUpload
 	}
-	return u, nil
+	return u, b, nil
 }
 
 // PutPart stores part number n (1..10000) of an upload.
@@ -116,7 +145,7 @@ func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int
 	if n < 1 || n > MaxParts {
 		return Part{}, fmt.Errorf("%w: part number %d outside 1..%d", ErrBadPart, n, MaxParts)
 	}
-	if _, err := g.upload(ctx, bucketName, key, id); err != nil {
+	if _, _, err := g.upload(ctx, bucketName, key, id); err != nil {
 		return Part{}, err
 	}
 	st, err := g.store(ctx, r, size, want)
@@ -132,9 +161,13 @@ func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int
 
 // Parts lists the parts stored so far, by number.
 func (g *Gateway) Parts(ctx context.Context, bucketName, key, id string) ([]Part, error) {
-	if _, err := g.upload(ctx, bucketName, key, id); err != nil {
+	if _, _, err := g.upload(ctx, bucketName, key, id); err != nil {
 		return nil, err
 	}
+	return g.parts(id)
+}
+
+func (g *Gateway) parts(id string) ([]Part, error) {
 	items, err := g.db.List(g.registry.ns, uploadDir(id), "", 0)
 	if err != nil {
 		return nil, err
@@ -158,18 +191,27 @@ func (g *Gateway) Parts(ctx context.Context, bucketName, key, id string) ([]Part
 
 // Uploads lists the uploads in progress in a bucket.
 func (g *Gateway) Uploads(ctx context.Context, bucketName string) ([]Upload, error) {
-	if _, err := g.bucket(ctx, bucketName); err != nil {
+	b, err := g.bucket(ctx, bucketName)
+	if err != nil {
 		return nil, err
 	}
+	return g.uploadsOf(b)
+}
+
+// uploadsOf lists the uploads in progress in bucket instance b.
+func (g *Gateway) uploadsOf(b *bucket) ([]Upload, error) {
 	items, err := g.db.List(g.registry.ns, "/uploads", "", 0)
-	if err != nil {
+	if errors.Is(err, namespace.ErrNotFound) {
 		return nil, nil // no upload ever
+	}
+	if err != nil {
+		return nil, err
 	}
 	var out []Upload
 	for _, it := range items {
 		raw, _ := g.readFile(&g.registry, it.Path+"/info")
 		var u Upload
-		if raw != nil && json.Unmarshal(raw, &u) == nil && u.Bucket == bucketName {
+		if raw != nil && json.Unmarshal(raw, &u) == nil && u.belongs(b) {
 			out = append(out, u)
 		}
 	}
@@ -186,11 +228,11 @@ type PartRef struct {
 // part but the last must be at least minPart bytes; the ETag is S3's
 // MD5 of the parts' MD5s, "-N".
 func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64) (ObjectInfo, error) {
-	u, err := g.upload(ctx, bucketName, key, id)
+	u, b, err := g.upload(ctx, bucketName, key, id)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	stored, err := g.Parts(ctx, bucketName, key, id)
+	stored, err := g.parts(id)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -221,10 +263,6 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 		info.Size += p.Size
 	}
 	info.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(sum.Sum(nil)), len(refs))
-	b, err := g.bucket(ctx, bucketName)
-	if err != nil {
-		return ObjectInfo{}, err
-	}
 	p, _ := keyPath(key)
 	rec := encodeRecord(info, nil)
 	var entry dag.Hash
@@ -241,7 +279,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 
 // AbortUpload forgets an upload and its parts.
 func (g *Gateway) AbortUpload(ctx context.Context, bucketName, key, id string) error {
-	if _, err := g.upload(ctx, bucketName, key, id); err != nil {
+	if _, _, err := g.upload(ctx, bucketName, key, id); err != nil {
 		return err
 	}
 	return g.dropUpload(ctx, id)

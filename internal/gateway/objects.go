@@ -78,7 +78,13 @@ func decodeRecord(b []byte) (ObjectInfo, []byte, error) {
 	return info, b[1+w+int(n):], nil
 }
 
+// ErrKeyTooLong is an ErrBadKey: a key longer than S3's 1024 bytes.
+var ErrKeyTooLong = fmt.Errorf("%w: longer than %d bytes", ErrBadKey, dag.MaxKey)
+
 func keyPath(key string) (string, error) {
+	if len(key) > dag.MaxKey {
+		return "", ErrKeyTooLong
+	}
 	if err := dag.CheckKey(key); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBadKey, err)
 	}

@@ -220,7 +220,7 @@ func (s *Server) listObjects(q *request) {
 func (s *Server) deleteObjects(q *request) {
 	var in struct {
 		Quiet   bool
-		Objects []struct{ Key string } `xml:"Object"`
+		Objects []struct{ Key, VersionId string } `xml:"Object"`
 	}
 	body, err := io.ReadAll(io.LimitReader(q.body, 2<<20))
 	if err != nil {
@@ -240,6 +240,10 @@ func (s *Server) deleteObjects(q *request) {
 		Errors  []failed  `xml:"Error"`
 	}{NS: s3ns}
 	for _, o := range in.Objects {
+		if o.VersionId != "" && o.VersionId != "null" {
+			out.Errors = append(out.Errors, failed{o.Key, errNoVersion.Code, errNoVersion.Message})
+			continue
+		}
 		if err := s.gw.Delete(q.r.Context(), q.bucket, o.Key); err != nil {
 			e := mapErr(err)
 			out.Errors = append(out.Errors, failed{o.Key, e.Code, e.Message})
@@ -315,19 +319,26 @@ func (s *Server) copyObject(q *request) {
 		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
 		return
 	}
-	src, _, _ = strings.Cut(src, "?versionId=")
+	src, version, versioned := strings.Cut(src, "?versionId=")
+	if versioned && version != "null" {
+		q.fail(errNoVersion)
+		return
+	}
 	sb, sk, ok := strings.Cut(strings.TrimPrefix(src, "/"), "/")
 	if !ok || sk == "" {
 		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
 		return
 	}
-	if !q.key.Allowed(sb, gateway.Read) {
-		q.fail(errDenied)
+	if !s.allowedOn(q, sb, gateway.Read) {
 		return
 	}
 	ctx := r.Context()
 	info, inline, err := s.gw.Lookup(ctx, sb, sk)
 	if err != nil {
+		q.fail(err)
+		return
+	}
+	if err := copyConditions(r.Header, info); err != nil {
 		q.fail(err)
 		return
 	}
@@ -351,6 +362,33 @@ func (s *Server) copyObject(q *request) {
 		LastModified string
 		ETag         string
 	}{NS: s3ns, LastModified: out.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + out.ETag + `"`})
+}
+
+// copyConditions applies x-amz-copy-source-if-* to the source: in S3's
+// order, a match or an unmodified-since that fails is 412; a none-match
+// or modified-since that fails is 412 as well (S3 answers a copy with no
+// 304).
+func copyConditions(h http.Header, src gateway.ObjectInfo) error {
+	mod := src.Modified.Truncate(time.Second)
+	im, inm := h.Get("x-amz-copy-source-if-match"), h.Get("x-amz-copy-source-if-none-match")
+	ius, ims := h.Get("x-amz-copy-source-if-unmodified-since"), h.Get("x-amz-copy-source-if-modified-since")
+	if im != "" && !etagMatch(im, src.ETag) {
+		return errPrecondition
+	}
+	if ius != "" && im == "" {
+		if t, err := http.ParseTime(ius); err == nil && mod.After(t) {
+			return errPrecondition
+		}
+	}
+	if inm != "" && etagMatch(inm, src.ETag) {
+		return errPrecondition
+	}
+	if ims != "" && inm == "" {
+		if t, err := http.ParseTime(ims); err == nil && !mod.After(t) {
+			return errPrecondition
+		}
+	}
+	return nil
 }
 
 // rangeSyntaxOK reports whether a Range header is one byte range S3
@@ -431,6 +469,13 @@ func (s *Server) getObject(q *request) {
 	for k, v := range info.Headers {
 		h.Set(k, v)
 	}
+	// response-* parameters override the stored headers (presigned
+	// downloads name the file this way).
+	for _, o := range responseOverrides {
+		if v := r.URL.Query().Get(o.param); v != "" {
+			h.Set(o.header, v)
+		}
+	}
 	// Conditions, in S3's order.
 	if im := r.Header.Get("If-Match"); im != "" && !etagMatch(im, info.ETag) {
 		q.fail(errPrecondition)
@@ -478,6 +523,12 @@ func (s *Server) getObject(q *request) {
 		panic(http.ErrAbortHandler)
 	}
 	q.bytes = cw.n
+}
+
+var responseOverrides = []struct{ param, header string }{
+	{"response-content-type", "Content-Type"}, {"response-content-language", "Content-Language"},
+	{"response-expires", "Expires"}, {"response-cache-control", "Cache-Control"},
+	{"response-content-disposition", "Content-Disposition"}, {"response-content-encoding", "Content-Encoding"},
 }
 
 type countWriter struct {

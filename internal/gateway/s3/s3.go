@@ -12,26 +12,39 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/s3/sigv4"
 	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/placement"
+	"github.com/quilt-grid/quilt/internal/sharestore"
 )
 
 // Options configure the S3 server.
 type Options struct {
 	Region string // reported by GetBucketLocation; default us-east-1
 	Logger *slog.Logger
+	// BodyTimeout is how long a request body may make no progress (no
+	// byte arrives) before the request is aborted with 400 RequestTimeout
+	// and the connection closed; default 60 s.
+	BodyTimeout time.Duration
+	// IdleTimeout is how long HTTPServer keeps an idle keep-alive
+	// connection open; default 120 s.
+	IdleTimeout time.Duration
 }
 
 // Server is the S3 API of a gateway.
 type Server struct {
-	gw  *gateway.Gateway
-	opt Options
-	log *slog.Logger
+	gw     *gateway.Gateway
+	opt    Options
+	log    *slog.Logger
+	active atomic.Int64
 }
 
 // New returns the S3 server of gw.
@@ -42,8 +55,26 @@ func New(gw *gateway.Gateway, opt Options) *Server {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opt.BodyTimeout <= 0 {
+		opt.BodyTimeout = 60 * time.Second
+	}
+	if opt.IdleTimeout <= 0 {
+		opt.IdleTimeout = 120 * time.Second
+	}
 	return &Server{gw: gw, opt: opt, log: opt.Logger}
 }
+
+// HTTPServer returns an http.Server serving s with its time limits: 30 s
+// to send the request's headers, Options.IdleTimeout between requests on
+// a connection (a body's progress is limited by Options.BodyTimeout).
+// There is no limit on writing an answer: a large GET to a slow client
+// takes as long as it takes.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: s.opt.IdleTimeout}
+}
+
+// Active is the number of requests being served.
+func (s *Server) Active() int64 { return s.active.Load() }
 
 // Error is an S3 error answer.
 type Error struct {
@@ -71,7 +102,14 @@ var (
 	errMalformedXML  = s3err("MalformedXML", 400, "The XML you provided was not well-formed or did not validate against our published schema.")
 	errBadKey        = s3err("KeyTooLongError", 400, "Your key is too long")
 	errInternal      = s3err("InternalError", 500, "We encountered an internal error. Please try again.")
+	errNoVersion     = s3err("NoSuchVersion", 404, "The specified version does not exist: buckets are not versioned, and the current object is version \"null\".")
 	errUnavailable   = s3err("ServiceUnavailable", 503, "The grid cannot take the request now: too few nodes answer.")
+	// errFull is 507, which clients do not retry (they retry 500 and
+	// 503): a full grid stays full until space is freed or added.
+	errFull        = s3err("InsufficientStorage", 507, "The grid has no space for this object: too few nodes have room for its shares.")
+	errTimeout     = s3err("RequestTimeout", 400, "Your socket connection to the server was not read from or written to within the timeout period.")
+	errBadEncoding = s3err("InvalidRequest", 400, "The request body's chunked transfer encoding is malformed.")
+	errIncomplete  = s3err("IncompleteBody", 400, "You did not provide the number of bytes specified by the Content-Length HTTP header.")
 )
 
 // mapErr turns a gateway or signature error into an S3 one.
@@ -91,24 +129,30 @@ func mapErr(err error) *Error {
 		return errBucketExists
 	case errors.Is(err, gateway.ErrNotEmpty):
 		return errNotEmpty
+	case errors.Is(err, gateway.ErrUploadsOpen):
+		return s3err("BucketNotEmpty", 409, "The bucket you tried to delete has multipart uploads in progress: abort or complete them first.")
 	case errors.Is(err, gateway.ErrBadBucket):
 		return errBadBucketName
-	case errors.Is(err, gateway.ErrBadKey):
+	case errors.Is(err, gateway.ErrKeyTooLong):
 		return errBadKey
+	case errors.Is(err, gateway.ErrBadKey):
+		return s3err("InvalidArgument", 400, "Object keys must be UTF-8 without NUL characters.")
 	case errors.Is(err, gateway.ErrDenied):
 		return errDenied
+	case errors.Is(err, sharestore.ErrFull), errors.Is(err, placement.ErrUnhappy):
+		return errFull
 	case errors.Is(err, gateway.ErrNoGrid), errors.Is(err, object.ErrUnhappy), errors.Is(err, object.ErrUnavailable):
 		return errUnavailable
 	case errors.Is(err, gateway.ErrBadDigest):
 		return errBadDigest
 	case errors.Is(err, gateway.ErrIncomplete):
-		return s3err("IncompleteBody", 400, "You did not provide the number of bytes specified by the Content-Length HTTP header.")
+		return errIncomplete
 	case errors.Is(err, gateway.ErrNoUpload):
 		return s3err("NoSuchUpload", 404, "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.")
 	case errors.Is(err, gateway.ErrBadPart):
 		return s3err("InvalidPart", 400, err.Error())
 	}
-	return &Error{errInternal.Code, errInternal.Status, err.Error()}
+	return errInternal
 }
 
 type errorXML struct {
@@ -123,24 +167,130 @@ type errorXML struct {
 type request struct {
 	w      http.ResponseWriter
 	r      *http.Request
+	log    *slog.Logger
 	id     string
 	key    gateway.AccessKey
-	body   io.Reader
+	raw    *rawBody    // the body as it comes off the connection
+	body   io.Reader   // the body decoded and checked (signature, checksums)
+	dec    *bodyErrors // errors body returned
 	length int64
 	bucket string
 	object string
-	status int
+	op     string // the operation, once routed
+	status int    // as logged: 499 for a client that went away
 	bytes  int64
 }
 
 func (q *request) fail(err error) {
-	e := mapErr(err)
+	e, aborted := q.classify(err)
+	if e == errInternal {
+		q.log.Error("s3: internal error", "id", q.id, "method", q.r.Method, "path", q.r.URL.Path, "err", err)
+	}
+	if q.raw != nil && q.raw.err != nil {
+		// The body was not read to its end: the connection cannot carry
+		// another request.
+		q.w.Header().Set("Connection", "close")
+	}
 	q.w.Header().Set("Content-Type", "application/xml")
 	q.status = e.Status
+	if aborted {
+		q.status = statusClientGone
+	}
 	q.w.WriteHeader(e.Status)
 	if q.r.Method != http.MethodHead {
 		xml.NewEncoder(q.w).Encode(errorXML{Code: e.Code, Message: e.Message, Resource: q.r.URL.Path, RequestID: q.id})
 	}
+}
+
+// statusClientGone is the status logged for a request whose client went
+// away before the answer (nginx's 499): not a server error.
+const statusClientGone = 499
+
+// classify finds what to tell the client of err. What went wrong with
+// the body comes first: the layers below may have wrapped or replaced
+// the error the body returned (an object upload that ends early says
+// only that its input was short). aborted reports a client that closed
+// the connection.
+func (q *request) classify(err error) (e *Error, aborted bool) {
+	if q.raw != nil && q.raw.err != nil {
+		re := q.raw.err
+		var ne net.Error
+		switch {
+		case q.raw.timedOut:
+			return errTimeout, false
+		case errors.As(re, &ne) && ne.Timeout():
+			return errTimeout, false
+		case errors.Is(re, io.ErrUnexpectedEOF), errors.Is(re, net.ErrClosed), errors.Is(re, syscall.ECONNRESET), errors.Is(re, syscall.EPIPE):
+			return errIncomplete, true
+		case len(q.r.TransferEncoding) > 0:
+			// net/http's chunked reader: a malformed chunk size or line.
+			return errBadEncoding, false
+		default:
+			q.log.Warn("s3: request body failed", "id", q.id, "err", re)
+			return errIncomplete, false
+		}
+	}
+	if q.dec != nil && q.dec.err != nil {
+		err = q.dec.err
+	}
+	e = mapErr(err)
+	if e == errInternal && q.r.Context().Err() != nil {
+		return e, true
+	}
+	return e, false
+}
+
+// rawBody is a request body as read off the connection: each Read must
+// bring a byte within timeout (the connection's read deadline moves on
+// with every Read), and its first error other than io.EOF is kept.
+type rawBody struct {
+	rc       io.ReadCloser
+	ctl      *http.ResponseController
+	timeout  time.Duration
+	err      error
+	timedOut bool
+	eof      bool
+}
+
+func (b *rawBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	deadline := b.timeout > 0 && !b.eof
+	if deadline {
+		b.ctl.SetReadDeadline(time.Now().Add(b.timeout))
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		if deadline {
+			// The server reads on in the background to see the client
+			// go away: no deadline for that.
+			b.ctl.SetReadDeadline(time.Time{})
+		}
+		b.eof = true
+	case err != nil:
+		var ne net.Error
+		b.err, b.timedOut = err, errors.As(err, &ne) && ne.Timeout()
+	}
+	return n, err
+}
+
+func (b *rawBody) Close() error { return b.rc.Close() }
+
+// bodyErrors keeps the first error other than io.EOF that a decoded body
+// returned: a signature, checksum or encoding failure.
+type bodyErrors struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyErrors) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
 }
 
 func (q *request) xml(status int, v any) {
@@ -156,13 +306,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := make([]byte, 8)
 	rand.Read(id)
-	q := &request{w: w, r: r, id: strings.ToUpper(hex.EncodeToString(id))}
+	q := &request{w: w, r: r, log: s.log, id: strings.ToUpper(hex.EncodeToString(id))}
 	w.Header().Set("x-amz-request-id", q.id)
 	w.Header().Set("Server", "Quilt")
+	s.active.Add(1)
 	defer func() {
+		if r.Context().Err() != nil && q.status != statusClientGone {
+			q.status = statusClientGone // the client went away meanwhile
+		}
 		s.log.Info("s3", "id", q.id, "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery,
-			"status", q.status, "key", q.key.ID, "bytes", q.bytes, "ms", time.Since(start).Milliseconds())
+			"status", q.status, "key", q.key.ID, "op", q.op, "bytes", q.bytes, "ms", time.Since(start).Milliseconds())
+		s.active.Add(-1)
 	}()
+	if r.Body != nil && r.Body != http.NoBody {
+		q.raw = &rawBody{rc: r.Body, ctl: http.NewResponseController(w), timeout: s.opt.BodyTimeout}
+		r.Body = q.raw
+	}
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	q.bucket, q.object, _ = strings.Cut(path, "/")
 	// The key the signature names is looked up once, for its secret and
@@ -180,101 +339,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.fail(err)
 		return
 	}
-	q.body, q.length = res.Body, res.Length
+	q.dec = &bodyErrors{r: headerChecks(r.Header, res.Body)}
+	q.body, q.length = q.dec, res.Length
 	s.route(q)
-}
-
-func (s *Server) route(q *request) {
-	r := q.r
-	query := r.URL.Query()
-	switch {
-	case q.bucket == "":
-		if r.Method != http.MethodGet {
-			q.fail(errNotImpl)
-			return
-		}
-		s.listBuckets(q)
-	case q.object == "":
-		if !s.allowed(q, bucketPerm(r)) {
-			return
-		}
-		switch {
-		case r.Method == http.MethodPut && len(query) == 0:
-			s.createBucket(q)
-		case r.Method == http.MethodHead:
-			s.headBucket(q)
-		case r.Method == http.MethodDelete && len(query) == 0:
-			s.deleteBucket(q)
-		case r.Method == http.MethodGet && query.Has("location"):
-			s.location(q)
-		case r.Method == http.MethodGet && query.Has("uploads"):
-			s.listUploads(q)
-		case r.Method == http.MethodGet && (query.Has("versions") || query.Has("acl") || query.Has("policy")):
-			q.fail(errNotImpl)
-		case r.Method == http.MethodGet:
-			s.listObjects(q)
-		case r.Method == http.MethodPost && query.Has("delete"):
-			s.deleteObjects(q)
-		default:
-			q.fail(errNotImpl)
-		}
-	default:
-		if !s.allowed(q, objectPerm(r)) {
-			return
-		}
-		switch {
-		case r.Method == http.MethodPost && query.Has("uploads"):
-			s.createUpload(q)
-		case r.Method == http.MethodPut && query.Has("uploadId") && r.Header.Get("x-amz-copy-source") == "":
-			s.uploadPart(q)
-		case r.Method == http.MethodGet && query.Has("uploadId"):
-			s.listParts(q)
-		case r.Method == http.MethodPost && query.Has("uploadId"):
-			s.completeUpload(q)
-		case r.Method == http.MethodDelete && query.Has("uploadId"):
-			s.abortUpload(q)
-		case query.Has("uploads") || query.Has("uploadId") || query.Has("acl") || query.Has("tagging"):
-			q.fail(errNotImpl)
-		case r.Method == http.MethodPut && r.Header.Get("x-amz-copy-source") != "":
-			s.copyObject(q)
-		case r.Method == http.MethodPut:
-			s.putObject(q)
-		case r.Method == http.MethodGet || r.Method == http.MethodHead:
-			s.getObject(q)
-		case r.Method == http.MethodDelete:
-			s.deleteObject(q)
-		default:
-			q.fail(errNotImpl)
-		}
-	}
-}
-
-func bucketPerm(r *http.Request) gateway.Perm {
-	switch {
-	case r.Method == http.MethodPut && len(r.URL.Query()) == 0, r.Method == http.MethodDelete:
-		return gateway.Owner
-	case r.Method == http.MethodPost:
-		return gateway.Write
-	}
-	return gateway.Read
-}
-
-func objectPerm(r *http.Request) gateway.Perm {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return gateway.Read
-	}
-	return gateway.Write
-}
-
-// allowed checks the key's permission on the bucket (creating a bucket is
-// open to every key, which becomes its owner).
-func (s *Server) allowed(q *request, p gateway.Perm) bool {
-	if q.r.Method == http.MethodPut && q.object == "" && len(q.r.URL.Query()) == 0 {
-		return true
-	}
-	if q.key.Allowed(q.bucket, p) {
-		return true
-	}
-	q.fail(errDenied)
-	return false
 }

@@ -1,0 +1,225 @@
+package s3
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/quilt-grid/quilt/internal/gateway"
+)
+
+// Routing is a whitelist: a request's target (the service, a bucket or an
+// object), its method and the one query key that selects an operation
+// (the subresource: ?uploads, ?delete, ?location; none for the plain
+// operations) name a handler, or the request gets 501 NotImplemented.
+// Query keys that only qualify an operation (prefix, uploadId, presigned
+// X-Amz-* ...) are not subresources. So ?tagging, ?acl, ?retention and the
+// rest are refused, never mistaken for a GET, a listing or an overwrite.
+
+type target int
+
+const (
+	onService target = iota
+	onBucket
+	onObject
+)
+
+// op is an operation the gateway implements.
+type op struct {
+	name string
+	perm gateway.Perm // needed on the bucket; None: open to every key
+	// upload: the operation takes ?uploadId (true), refuses it (false).
+	upload bool
+	serve  func(*Server, *request)
+}
+
+type opKey struct {
+	t      target
+	method string
+	sub    string // subresource, "" for none
+	upload bool   // ?uploadId given
+	copy   bool   // x-amz-copy-source given
+}
+
+var ops = map[opKey]op{
+	{onService, "GET", "", false, false}: {"ListBuckets", gateway.None, false, (*Server).listBuckets},
+
+	{onBucket, "PUT", "", false, false}:         {"CreateBucket", gateway.None, false, (*Server).createBucket},
+	{onBucket, "HEAD", "", false, false}:        {"HeadBucket", gateway.Read, false, (*Server).headBucket},
+	{onBucket, "DELETE", "", false, false}:      {"DeleteBucket", gateway.Owner, false, (*Server).deleteBucket},
+	{onBucket, "GET", "", false, false}:         {"ListObjects", gateway.Read, false, (*Server).listObjects},
+	{onBucket, "GET", "location", false, false}: {"GetBucketLocation", gateway.Read, false, (*Server).location},
+	{onBucket, "GET", "uploads", false, false}:  {"ListMultipartUploads", gateway.Read, false, (*Server).listUploads},
+	{onBucket, "POST", "delete", false, false}:  {"DeleteObjects", gateway.Write, false, (*Server).deleteObjects},
+
+	{onObject, "PUT", "", false, false}:         {"PutObject", gateway.Write, false, (*Server).putObject},
+	{onObject, "PUT", "", false, true}:          {"CopyObject", gateway.Write, false, (*Server).copyObject},
+	{onObject, "GET", "", false, false}:         {"GetObject", gateway.Read, false, (*Server).getObject},
+	{onObject, "HEAD", "", false, false}:        {"HeadObject", gateway.Read, false, (*Server).getObject},
+	{onObject, "DELETE", "", false, false}:      {"DeleteObject", gateway.Write, false, (*Server).deleteObject},
+	{onObject, "POST", "uploads", false, false}: {"CreateMultipartUpload", gateway.Write, false, (*Server).createUpload},
+	{onObject, "PUT", "", true, false}:          {"UploadPart", gateway.Write, true, (*Server).uploadPart},
+	{onObject, "GET", "", true, false}:          {"ListParts", gateway.Read, true, (*Server).listParts},
+	{onObject, "POST", "", true, false}:         {"CompleteMultipartUpload", gateway.Write, true, (*Server).completeUpload},
+	{onObject, "DELETE", "", true, false}:       {"AbortMultipartUpload", gateway.Write, true, (*Server).abortUpload},
+}
+
+// params are query keys that qualify an operation rather than select
+// one. Keys starting with x-amz- (presigned URLs) and response- (GET
+// overrides) are parameters too.
+var params = map[string]bool{
+	"prefix": true, "delimiter": true, "max-keys": true, "marker": true, "encoding-type": true,
+	"list-type": true, "continuation-token": true, "start-after": true, "fetch-owner": true,
+	"key-marker": true, "upload-id-marker": true, "max-uploads": true,
+	"part-number-marker": true, "max-parts": true, "uploadId": true, "partNumber": true,
+	"versionId": true, "x-id": true, "max-buckets": true, "bucket-region": true,
+}
+
+// isParam reports whether query key k is a parameter, not a subresource.
+func isParam(k string) bool {
+	lk := strings.ToLower(k)
+	return params[k] || strings.HasPrefix(lk, "x-amz-") || strings.HasPrefix(lk, "response-")
+}
+
+// resolve finds the operation of a request; ok is false for one the
+// gateway does not implement.
+func resolve(r *http.Request, bucket, object string) (op, bool) {
+	query := r.URL.Query()
+	k := opKey{t: onObject, method: r.Method, upload: query.Has("uploadId"), copy: r.Header.Get("x-amz-copy-source") != ""}
+	switch {
+	case bucket == "":
+		k.t = onService
+	case object == "":
+		k.t = onBucket
+	}
+	for name := range query {
+		if isParam(name) {
+			continue
+		}
+		if k.sub != "" {
+			return op{}, false // two subresources: none is an operation here
+		}
+		k.sub = name
+	}
+	// GET or HEAD ?partNumber of a whole object reads one part: not
+	// implemented (answering with the whole object would be wrong).
+	if k.t == onObject && !k.upload && query.Has("partNumber") {
+		return op{}, false
+	}
+	o, ok := ops[k]
+	return o, ok
+}
+
+func (s *Server) route(q *request) {
+	o, ok := resolve(q.r, q.bucket, q.object)
+	if !ok {
+		q.fail(errNotImpl)
+		return
+	}
+	q.op = o.name
+	if err := checkHeaders(q.r, o.name); err != nil {
+		q.fail(err)
+		return
+	}
+	if err := checkVersion(q.r.URL.Query()); err != nil {
+		q.fail(err)
+		return
+	}
+	if o.perm != gateway.None && !s.allowed(q, o.perm) {
+		return
+	}
+	if !s.expectedOwner(q) {
+		return
+	}
+	o.serve(s, q)
+}
+
+// checkVersion refuses a versionId other than "null": buckets are not
+// versioned, and the current object is the only, "null", version.
+func checkVersion(v url.Values) error {
+	if v.Has("versionId") && v.Get("versionId") != "null" {
+		return errNoVersion
+	}
+	return nil
+}
+
+// allowed checks the key's permission on the bucket. A bucket that does
+// not exist is NoSuchBucket, as S3 answers, whatever the key.
+func (s *Server) allowed(q *request, p gateway.Perm) bool {
+	return s.allowedOn(q, q.bucket, p)
+}
+
+// allowedOn is allowed for another bucket than the request's (a copy's
+// source).
+func (s *Server) allowedOn(q *request, bucket string, p gateway.Perm) bool {
+	if q.key.Allowed(bucket, p) {
+		return true
+	}
+	if _, err := s.gw.Owner(q.r.Context(), bucket); err != nil {
+		q.fail(errNoBucket)
+		return false
+	}
+	q.fail(errDenied)
+	return false
+}
+
+// expectedOwner checks x-amz-expected-bucket-owner (an access key ID
+// here) against the key that made the bucket.
+func (s *Server) expectedOwner(q *request) bool {
+	want := q.r.Header.Get("x-amz-expected-bucket-owner")
+	if want == "" || q.bucket == "" {
+		return true
+	}
+	if owner, err := s.gw.Owner(q.r.Context(), q.bucket); err == nil && owner != want {
+		q.fail(errDenied)
+		return false
+	}
+	return true
+}
+
+// writeOps are the operations that store an object's bytes or metadata.
+var writeOps = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "CompleteMultipartUpload": true}
+
+// checkHeaders refuses headers that ask for what the gateway does not do,
+// rather than ignore them and give a false guarantee.
+func checkHeaders(r *http.Request, opName string) error {
+	h := r.Header
+	for name := range h {
+		ln := strings.ToLower(name)
+		switch {
+		case strings.HasPrefix(ln, "x-amz-server-side-encryption-customer-"),
+			strings.HasPrefix(ln, "x-amz-copy-source-server-side-encryption-customer-"):
+			return notImpl("Server-side encryption with customer keys (SSE-C) is not implemented: the grid encrypts every object with its own keys.")
+		case ln == "x-amz-server-side-encryption-aws-kms-key-id", ln == "x-amz-server-side-encryption-context",
+			ln == "x-amz-server-side-encryption-bucket-key-enabled":
+			return notImpl("Server-side encryption with KMS keys is not implemented: the grid encrypts every object with its own keys.")
+		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(h.Get(name), "true"):
+			return notImpl("Object Lock is not implemented.")
+		case ln == "x-amz-tagging", ln == "x-amz-tagging-directive" && h.Get(name) != "COPY":
+			return notImpl("Object tagging is not implemented.")
+		case strings.HasPrefix(ln, "x-amz-grant-"):
+			return notImpl("ACLs are not implemented: permissions are the access keys' grants.")
+		case ln == "x-amz-website-redirect-location":
+			return notImpl("Website redirects are not implemented.")
+		}
+	}
+	if sse := h.Get("x-amz-server-side-encryption"); sse != "" && sse != "AES256" {
+		return notImpl("Server-side encryption " + sse + " is not implemented: the grid encrypts every object with its own keys (AES256 is accepted).")
+	}
+	if acl := h.Get("x-amz-acl"); acl != "" && acl != "private" {
+		return notImpl("Canned ACL " + acl + " is not implemented: objects and buckets are private to the keys granted the bucket.")
+	}
+	if writeOps[opName] && (h.Get("If-Match") != "" || h.Get("If-None-Match") != "") {
+		return notImpl("Conditional writes (If-Match, If-None-Match on PUT) are not implemented.")
+	}
+	if opName == "CompleteMultipartUpload" {
+		for name := range h {
+			if _, ok := checksumOf(strings.ToLower(name)); ok {
+				return notImpl("A checksum of the whole multipart object is not implemented; each part's checksum is checked when the part is uploaded.")
+			}
+		}
+	}
+	return nil
+}
+
+func notImpl(msg string) *Error { return s3err("NotImplemented", 501, msg) }
