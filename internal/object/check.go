@@ -41,7 +41,7 @@ func (r *CheckReport) Readable() bool { return r.Good >= r.Needed }
 // trailer against the capability; with verify, it also reads every block
 // and checks it against the hash tree (as Tahoe's check --verify).
 func (c *Client) Check(ctx context.Context, vc codec.VerifyCap, verify bool) (*CheckReport, error) {
-	if err := vc.Params.Validate(); err != nil || vc.Size < 0 {
+	if err := vc.Params.Validate(); err != nil || vc.Size < 0 || vc.Size/int64(max(vc.SegmentSize, 1)) >= sharefile.MaxSegments {
 		return nil, fmt.Errorf("%w: parameters %+v, size %d", codec.ErrBadCap, vc.Params, vc.Size)
 	}
 	f, err := c.locate(ctx, vc.SI, false)
@@ -56,7 +56,7 @@ func (c *Client) Check(ctx context.Context, vc codec.VerifyCap, verify bool) (*C
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := c.checkCopy(ctx, vc, share, n, verify)
+				err := guarded(func() error { return c.checkCopy(ctx, vc, share, n, verify) })
 				mu.Lock()
 				rep.Copies = append(rep.Copies, ShareStatus{Share: share, Node: n, Err: err})
 				mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/sharefile"
 )
 
 // GetReport tells how a read went.
@@ -153,7 +154,7 @@ func (r *reader) close() {
 // to the end). Only the segments covering the range are fetched, and every
 // block is verified before use.
 func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, length int64) (*GetReport, error) {
-	if err := rc.Params.Validate(); err != nil || rc.Size < 0 {
+	if err := rc.Params.Validate(); err != nil || rc.Size < 0 || rc.Size/int64(max(rc.SegmentSize, 1)) >= sharefile.MaxSegments {
 		return nil, fmt.Errorf("%w: parameters %+v, size %d", codec.ErrBadCap, rc.Params, rc.Size)
 	}
 	vc := rc.Verify()

@@ -102,8 +102,8 @@ func (c *Client) locate(ctx context.Context, si sharefile.SI, trailers bool) (*f
 
 // checkedSource checks a trailer a node sent with its share list.
 func checkedSource(vc codec.VerifyCap, share int, node string, b []byte, latency time.Duration) (*source, error) {
-	if len(b) != vc.Layout().TrailerLen() {
-		return nil, fmt.Errorf("%w: trailer of %d bytes, want %d", sharefile.ErrCorrupt, len(b), vc.Layout().TrailerLen())
+	if err := sharefile.CheckShape(b, vc.Layout()); err != nil {
+		return nil, fmt.Errorf("%w: share %d: %v", sharefile.ErrCorrupt, share, err)
 	}
 	t, err := vc.CheckTrailer(share, b)
 	if err != nil {
@@ -161,11 +161,7 @@ func (c *Client) trailer(ctx context.Context, vc codec.VerifyCap, share int, nod
 	if err != nil {
 		return nil, err
 	}
-	t, err := vc.CheckTrailer(share, b)
-	if err != nil {
-		return nil, err
-	}
-	return &source{share: share, node: node, hashes: t.BlockHashes, roots: t.ShareRoots, latency: time.Since(start)}, nil
+	return checkedSource(vc, share, node, b, time.Since(start))
 }
 
 // sources checks the trailer of every share found, trying each holder
@@ -184,12 +180,14 @@ func (c *Client) sources(ctx context.Context, vc codec.VerifyCap, f *found) ([]*
 			defer wg.Done()
 			for _, n := range nodes {
 				var s *source
-				var err error
-				if b, ok := f.trailers[heldShare{share, n}]; ok {
-					s, err = checkedSource(vc, share, n, b, f.latency[n])
-				} else {
-					s, err = c.trailer(ctx, vc, share, n)
-				}
+				err := guarded(func() (err error) {
+					if b, ok := f.trailers[heldShare{share, n}]; ok {
+						s, err = checkedSource(vc, share, n, b, f.latency[n])
+					} else {
+						s, err = c.trailer(ctx, vc, share, n)
+					}
+					return err
+				})
 				mu.Lock()
 				if err != nil {
 					problems = append(problems, Problem{Share: share, Node: n, Err: err})
@@ -244,6 +242,11 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 	l := vc.Layout()
 	go func() {
 		defer close(bs.blocks)
+		defer func() {
+			if r := recover(); r != nil { // see guarded
+				bs.err = fmt.Errorf("%w: checking what node %.8s sent failed: %v", sharefile.ErrCorrupt, src.node, r)
+			}
+		}()
 		off := l.BlockOffset(from)
 		end := l.BlockOffset(to) + int64(l.BlockLen(to))
 		rd, err := c.grid.GetShare(ctx, src.node, sharestore.Key{SI: vc.SI, Share: src.share}, off, end-off)
