@@ -204,4 +204,70 @@ func TestHostileProcesses(t *testing.T) {
 			g.mustGet(rc, c.data)
 		}
 	})
+
+	// A damaged share is found by check --verify (exit status 1, the
+	// share named), rebuilt in place by check --repair, and then the
+	// bytes on that node's disk are the share's again.
+	t.Run("RepairInPlace", func(t *testing.T) {
+		data := make([]byte, 300_000)
+		rand.Read(data)
+		rc := g.put(data, "64KiB")
+		vcap := rc.Verify().String()
+		for _, c := range []struct {
+			name  string
+			share int
+			off   int
+		}{
+			{"flipped block byte", 2, 64 + 1000},
+			{"damaged header", 3, 10}, // the segment size
+		} {
+			_, path := g.shareFile(rc, c.share)
+			var orig []byte
+			g.editShare(path, func(sh []byte) {
+				orig = bytes.Clone(sh)
+				sh[c.off] ^= 0x40
+			})
+			out, errOut, err := g.quilt("check", "--verify", vcap)
+			if err == nil {
+				t.Fatalf("%s: check --verify exited 0:\n%s", c.name, out)
+			}
+			if !hasLine(out, fmt.Sprintf("share %2d", c.share), "BAD") {
+				t.Fatalf("%s: check --verify does not name share %d as bad:\n%s%s", c.name, c.share, out, errOut)
+			}
+			out, errOut, err = g.quilt("check", "--repair", vcap)
+			if err != nil {
+				t.Fatalf("%s: check --repair: %v\n%s%s", c.name, err, out, errOut)
+			}
+			if !hasLine(out, fmt.Sprintf("share %2d", c.share), "rebuilt") {
+				t.Fatalf("%s: check --repair does not say it rebuilt share %d:\n%s", c.name, c.share, out)
+			}
+			if out, errOut, err := g.quilt("check", "--verify", vcap); err != nil {
+				t.Fatalf("%s: check --verify after repair: %v\n%s%s", c.name, err, out, errOut)
+			}
+			_, now := g.shareFile(rc, c.share)
+			if now != path {
+				t.Fatalf("%s: share %d moved from %s to %s", c.name, c.share, path, now)
+			}
+			g.editShare(path, func(sh []byte) {
+				if !bytes.Equal(sh, orig) {
+					t.Fatalf("%s: share %d on disk after repair differs from the share put", c.name, c.share)
+				}
+			})
+			g.mustGet(rc, data)
+		}
+	})
+}
+
+// hasLine reports whether some line of out contains every one of parts.
+func hasLine(out string, parts ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
