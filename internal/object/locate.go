@@ -230,6 +230,7 @@ type blockStream struct {
 	cancel context.CancelFunc
 	bufs   bufList // where its blocks' buffers came from
 	closed bool
+	bad    int // bad blocks it sent (see maxBadBlocks)
 }
 
 // openStream starts reading src's blocks of segments [from, to] in the
@@ -262,12 +263,16 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 				bs.err = fmt.Errorf("reading block %d: %w", seg, err)
 				return
 			}
-			if bs.err = src.checkBlock(seg, b); bs.err != nil {
+			a := arrived{b: b, at: time.Now()}
+			if err := src.checkBlock(seg, b); err != nil {
+				// One bad block: the stream goes on with the next (a
+				// disk's bad sector spoils a block, not a share); the
+				// reader finds this segment's block elsewhere.
 				bufs.put(b)
-				return
+				a = arrived{at: a.at, err: &badBlockError{seg: seg, err: err}}
 			}
 			select {
-			case bs.blocks <- arrived{b, time.Now()}:
+			case bs.blocks <- a:
 			case <-ctx.Done():
 				bufs.put(b)
 				bs.err = ctx.Err()
@@ -278,11 +283,23 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 	return bs
 }
 
-// arrived is a verified block and when its last byte came in.
+// arrived is a verified block and when its last byte came in, or the
+// error of a block that did not match its hash.
 type arrived struct {
-	b  []byte
-	at time.Time
+	b   []byte
+	at  time.Time
+	err error
 }
+
+// badBlockError is a block of a stream that did not match its hash. The
+// stream goes on with the blocks after it.
+type badBlockError struct {
+	seg int64
+	err error
+}
+
+func (e *badBlockError) Error() string { return e.err.Error() }
+func (e *badBlockError) Unwrap() error { return e.err }
 
 // next returns the stream's next verified block and when it arrived, or
 // an error if the node failed, lied, or made no progress for stall.
@@ -294,7 +311,7 @@ func (bs *blockStream) next(ctx context.Context, stall time.Duration) ([]byte, t
 		if !ok {
 			return nil, time.Time{}, errOr(bs.err, io.ErrUnexpectedEOF)
 		}
-		return a.b, a.at, nil
+		return a.b, a.at, a.err
 	case <-t.C:
 		return nil, time.Time{}, fmt.Errorf("node %.8s made no progress for %v", bs.src.node, stall)
 	case <-ctx.Done():
@@ -313,7 +330,9 @@ func (bs *blockStream) close() {
 	bs.closed = true
 	go func() {
 		for a := range bs.blocks { // closed once the reader sees the cancel
-			bs.bufs.put(a.b)
+			if a.b != nil {
+				bs.bufs.put(a.b)
+			}
 		}
 	}()
 }
