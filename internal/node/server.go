@@ -304,7 +304,7 @@ func (b *progressBody) Read(p []byte) (int, error) {
 		}
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		err = fmt.Errorf("share upload made no progress for %v: %w", b.stall, err)
+		err = fmt.Errorf("node: share upload made no progress for %v: %w", b.stall, err)
 	}
 	return m, err
 }
