@@ -215,7 +215,7 @@ func runCheck(ctx context.Context, args []string) error {
 	var g gridFlags
 	g.register(fs)
 	verify := fs.Bool("verify", false, "read every block of every share and check it (slower)")
-	repair := fs.Bool("repair", false, "rebuild shares that have no good copy from any k good ones")
+	repair := fs.Bool("repair", false, "rebuild shares that have no good copy, and damaged copies in place, from any k good ones (implies --verify)")
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func runCheck(ctx context.Context, args []string) error {
 	}
 	check := s.objects.Check
 	if *repair {
-		check = s.objects.Repair
+		check, *verify = s.objects.Repair, true
 	}
 	rep, err := check(ctx, vc, *verify)
 	if rep != nil {
@@ -255,12 +255,16 @@ func runCheck(ctx context.Context, args []string) error {
 		switch {
 		case !rep.Readable():
 			state = "UNREADABLE"
-		case !rep.Healthy():
+		case !rep.Clean():
 			state = "readable, not healthy (run with --repair)"
 		}
 		fmt.Printf("%d of %d shares good on %d nodes: %s\n", rep.Good, rep.Total, rep.Nodes, state)
-		if err == nil && !rep.Readable() {
+		switch {
+		case err != nil:
+		case !rep.Readable():
 			err = errors.New("object is not readable")
+		case !rep.Clean():
+			err = fmt.Errorf("object is not healthy: %d of %d shares good, %d damaged copies", rep.Good, rep.Total, len(rep.Damaged()))
 		}
 	}
 	return err

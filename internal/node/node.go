@@ -71,6 +71,17 @@ type Config struct {
 	// die, so the two sides of a healed partition find each other again
 	// (as Serf's reconnect); default 30 s.
 	Reconnect time.Duration
+	// BodyStall is how long a share upload's body may make no progress
+	// (no byte arrives) before the node aborts it and releases the space
+	// it reserved for the share; default 60 s. Without it a peer that
+	// announces a large share and then stalls would hold the space for
+	// as long as it kept its connection open.
+	BodyStall time.Duration
+	// HeaderTimeout is how long a peer has to send a request's headers
+	// (and to finish the TLS handshake) once it connects or reuses a
+	// connection; default 10 s. IdleTimeout is how long an idle
+	// connection is kept; default 2 min.
+	HeaderTimeout, IdleTimeout time.Duration
 	// Mount, if set, is called once the node is up; the handler it
 	// returns serves the API paths the node does not (a higher layer's,
 	// such as /v1/ns/).
@@ -164,8 +175,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.srv = &http.Server{
 		Handler:           handler,
 		TLSConfig:         id.ServerTLS(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: orDefault(cfg.HeaderTimeout, 10*time.Second),
+		IdleTimeout:       orDefault(cfg.IdleTimeout, 2*time.Minute),
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, c)
@@ -465,4 +476,12 @@ func (n *Node) markClosed() bool {
 	n.closed = true
 	close(n.stop)
 	return true
+}
+
+// orDefault returns d unless it is zero or less, then def.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }

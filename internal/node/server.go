@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -40,6 +41,10 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(s int) { w.status = s; w.ResponseWriter.WriteHeader(s) }
+
+// Unwrap gives http.ResponseController the server's writer, for its
+// connection deadlines.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ReadFrom copies a body (a share, from http.ServeContent) in 256 KiB
 // writes: under TLS each write's records leave together (see
@@ -190,7 +195,9 @@ func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {
 		}
 		size = announced
 	}
-	info, err := n.store.Put(r.Context(), key, r.Body, size, lease)
+	body := n.progressBody(w, r)
+	info, err := n.store.Put(r.Context(), key, body, size, lease)
+	body.done()
 	if err != nil {
 		n.log.Info("share refused", "share", key.String(), "err", err)
 		writeError(w, err)
@@ -260,4 +267,52 @@ func (n *Node) scrubShare(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, shareInfo(info))
+}
+
+// progressBody reads a request's body under a rolling read deadline:
+// a body that delivers no byte for the node's BodyStall fails its read
+// with a timeout, so the upload is aborted and its reserved space
+// released (see Config.BodyStall).
+type progressBody struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	stall time.Duration
+	set   time.Time // when the deadline was last pushed back
+	ok    bool      // the connection takes deadlines
+}
+
+func (n *Node) progressBody(w http.ResponseWriter, r *http.Request) *progressBody {
+	b := &progressBody{r: r.Body, rc: http.NewResponseController(w), stall: orDefault(n.cfg.BodyStall, 60*time.Second)}
+	b.set = time.Now()
+	if err := b.rc.SetReadDeadline(b.set.Add(b.stall)); err == nil {
+		b.ok = true
+	} else {
+		n.log.Debug("share upload without a progress limit: the connection takes no deadline", "err", err)
+	}
+	return b
+}
+
+// Read reads the body, pushing the deadline back as bytes arrive (at
+// most every stall/8, so a fast upload costs few deadline updates; a
+// stalled one is cut off after between 7/8 of the stall and the stall).
+func (b *progressBody) Read(p []byte) (int, error) {
+	m, err := b.r.Read(p)
+	if m > 0 && b.ok {
+		if now := time.Now(); now.Sub(b.set) >= b.stall/8 {
+			b.set = now
+			b.rc.SetReadDeadline(now.Add(b.stall))
+		}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("node: share upload made no progress for %v: %w", b.stall, err)
+	}
+	return m, err
+}
+
+// done lifts the deadline once the body is read, for the connection's
+// next request.
+func (b *progressBody) done() {
+	if b.ok {
+		b.rc.SetReadDeadline(time.Time{})
+	}
 }

@@ -1,9 +1,11 @@
 package object
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -34,6 +36,27 @@ type CheckReport struct {
 // Healthy reports whether every share has a good copy.
 func (r *CheckReport) Healthy() bool { return r.Good == r.Total }
 
+// Damaged returns the copies found bad that no rebuilt share, checked
+// after it was written, replaced on the same node.
+func (r *CheckReport) Damaged() []ShareStatus {
+	var out []ShareStatus
+	for _, cp := range r.Copies {
+		if cp.Err == nil {
+			continue
+		}
+		if !slices.ContainsFunc(r.Repaired, func(s ShareStatus) bool {
+			return s.Err == nil && s.Share == cp.Share && s.Node == cp.Node
+		}) {
+			out = append(out, cp)
+		}
+	}
+	return out
+}
+
+// Clean reports whether every share has a good copy and no copy found
+// is bad (or every bad one was replaced in place).
+func (r *CheckReport) Clean() bool { return r.Healthy() && len(r.Damaged()) == 0 }
+
 // Readable reports whether at least k shares are good.
 func (r *CheckReport) Readable() bool { return r.Good >= r.Needed }
 
@@ -41,7 +64,7 @@ func (r *CheckReport) Readable() bool { return r.Good >= r.Needed }
 // trailer against the capability; with verify, it also reads every block
 // and checks it against the hash tree (as Tahoe's check --verify).
 func (c *Client) Check(ctx context.Context, vc codec.VerifyCap, verify bool) (*CheckReport, error) {
-	if err := vc.Params.Validate(); err != nil || vc.Size < 0 {
+	if err := vc.Params.Validate(); err != nil || vc.Size < 0 || vc.Size/int64(max(vc.SegmentSize, 1)) >= sharefile.MaxSegments {
 		return nil, fmt.Errorf("%w: parameters %+v, size %d", codec.ErrBadCap, vc.Params, vc.Size)
 	}
 	f, err := c.locate(ctx, vc.SI, false)
@@ -56,7 +79,7 @@ func (c *Client) Check(ctx context.Context, vc codec.VerifyCap, verify bool) (*C
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := c.checkCopy(ctx, vc, share, n, verify)
+				err := guarded(func() error { return c.checkCopy(ctx, vc, share, n, verify) })
 				mu.Lock()
 				rep.Copies = append(rep.Copies, ShareStatus{Share: share, Node: n, Err: err})
 				mu.Unlock()
@@ -93,6 +116,15 @@ func (c *Client) checkCopy(ctx context.Context, vc codec.VerifyCap, share int, n
 	if err != nil || !verify {
 		return err
 	}
+	// Readers build the header from the capability and never read it;
+	// a verifying check reads it, as a scrub would.
+	hdr, err := c.readRange(ctx, vc.SI, share, node, 0, sharefile.HeaderSize)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(hdr, vc.Params.Header(share, vc.SI)) {
+		return fmt.Errorf("%w: the header of share %d is damaged", sharefile.ErrCorrupt, share)
+	}
 	l := vc.Layout()
 	bufs := freeBufs(vc.BlockSize())
 	bs := c.openStream(ctx, vc, src, 0, l.Segments-1, bufs)
@@ -109,7 +141,13 @@ func (c *Client) checkCopy(ctx context.Context, vc codec.VerifyCap, share int, n
 
 // Repair checks the object and rebuilds every share that has no good copy
 // from any k good ones, placing the new shares on nodes that hold none of
-// the object's shares where it can. It needs only the verify capability.
+// the object's shares where it can. A copy the check found damaged is
+// rebuilt onto the node that holds it, which replaces it (see
+// sharestore.Store.Put), also when another node has a good copy. Every
+// rebuilt share is checked again, every block, once written: Repaired
+// says which went in good. It needs only the verify capability; with
+// verify, the check reads every block (without, only shares whose
+// trailers are wrong are found).
 func (c *Client) Repair(ctx context.Context, vc codec.VerifyCap, verify bool) (*CheckReport, error) {
 	if err := c.needLease(); err != nil {
 		return nil, err
@@ -118,7 +156,15 @@ func (c *Client) Repair(ctx context.Context, vc codec.VerifyCap, verify bool) (*
 	if err != nil {
 		return rep, err
 	}
-	if rep.Healthy() {
+	// Damaged copies, rebuilt in place.
+	var shares []int
+	var targets []string
+	for _, cp := range rep.Copies {
+		if cp.Err != nil && isDamage(cp.Err) && cp.Share >= 0 && cp.Share < vc.N {
+			shares, targets = append(shares, cp.Share), append(targets, cp.Node)
+		}
+	}
+	if rep.Healthy() && len(shares) == 0 {
 		return rep, nil
 	}
 	var srcs []*source
@@ -142,31 +188,65 @@ func (c *Client) Repair(ctx context.Context, vc codec.VerifyCap, verify bool) (*
 	sort.Slice(srcs, func(i, j int) bool { return srcs[i].latency < srcs[j].latency })
 	var missing []int
 	for i := range vc.N {
-		if !have[i] {
+		if !have[i] && !slices.Contains(shares, i) {
 			missing = append(missing, i)
 		}
 	}
-	nodes, err := c.grid.Nodes(ctx)
-	if err != nil {
-		return rep, err
+	if len(missing) > 0 {
+		nodes, err := c.grid.Nodes(ctx)
+		if err != nil {
+			return rep, err
+		}
+		l := vc.Layout()
+		var ids []string
+		for id := range holders {
+			ids = append(ids, id)
+		}
+		candidates := placement.Exclude(placementNodes(nodes), ids...)
+		plan, err := placement.Place(vc.SI[:], candidates, len(missing), 1, l.ShareSize())
+		if err != nil {
+			// No fresh node has room: doubling up on holders beats not repairing.
+			if plan, err = placement.Place(vc.SI[:], placementNodes(nodes), len(missing), 1, l.ShareSize()); err != nil {
+				return rep, fmt.Errorf("object: nowhere to put the rebuilt shares: %w", err)
+			}
+		}
+		shares, targets = append(shares, missing...), append(targets, plan.Nodes...)
 	}
-	l := vc.Layout()
-	var ids []string
-	for id := range holders {
-		ids = append(ids, id)
+	results, err := c.rebuild(ctx, vc, srcs, shares, targets)
+	// Only what is on the node's disk now, checked, counts as repaired.
+	var wg sync.WaitGroup
+	for i := range results {
+		if results[i].Err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if cerr := guarded(func() error { return c.checkCopy(ctx, vc, results[i].Share, results[i].Node, true) }); cerr != nil {
+				results[i].Err = fmt.Errorf("the rebuilt share did not check once written: %w", cerr)
+			}
+		}()
 	}
-	candidates := placement.Exclude(placementNodes(nodes), ids...)
-	plan, err := placement.Place(vc.SI[:], candidates, len(missing), 1, l.ShareSize())
+	wg.Wait()
+	var errs []error
 	if err != nil {
-		// No fresh node has room: doubling up on holders beats not repairing.
-		if plan, err = placement.Place(vc.SI[:], placementNodes(nodes), len(missing), 1, l.ShareSize()); err != nil {
-			return rep, fmt.Errorf("object: nowhere to put the rebuilt shares: %w", err)
+		errs = append(errs, err)
+	}
+	for _, r := range results {
+		if r.Err != nil && (err == nil || !errors.Is(err, r.Err)) {
+			errs = append(errs, fmt.Errorf("share %d on node %.8s: %w", r.Share, r.Node, r.Err))
 		}
 	}
-	results, err := c.rebuild(ctx, vc, srcs, missing, plan.Nodes)
 	rep.Repaired = results
 	rep.tally()
-	return rep, err
+	return rep, errors.Join(errs...)
+}
+
+// isDamage reports whether a copy's problem is damage (bytes that do not
+// check, a record the node cannot read) rather than a node that did not
+// answer.
+func isDamage(err error) bool {
+	return errors.Is(err, sharefile.ErrCorrupt) || errors.Is(err, sharefile.ErrMalformed) || errors.Is(err, sharestore.ErrCorrupt)
 }
 
 // rebuild streams the missing shares to their nodes, reconstructing their

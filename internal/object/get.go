@@ -2,6 +2,7 @@ package object
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/sharefile"
 )
 
 // GetReport tells how a read went.
@@ -63,6 +65,12 @@ func (c *Client) startReader(ctx context.Context, vc codec.VerifyCap, srcs []*so
 	return r
 }
 
+// A stream with a bad block keeps serving the other segments, and the
+// block of that segment is fetched from another share (see segment):
+// bad blocks are a disk's bad sectors, one here and one there. A stream
+// with more than maxBadBlocks bad blocks is replaced as a failing one is.
+const maxBadBlocks = 3
+
 // segment returns the n blocks of segment seg (k present, verified).
 func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 	blocks := make([][]byte, r.vc.N)
@@ -78,6 +86,21 @@ func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			var bad *badBlockError
+			if errors.As(err, &bad) {
+				bs.bad++
+				r.problems = append(r.problems, Problem{Share: bs.src.share, Node: bs.src.node, Err: err})
+				if bs.bad <= maxBadBlocks {
+					r.c.log.Warn("bad block during read, reading it from another share", "share", bs.src.share, "node", bs.src.node, "segment", seg)
+					sh, b, err := r.otherBlock(ctx, seg, blocks)
+					if err != nil {
+						return nil, err
+					}
+					blocks[sh] = b
+					arrivals[i] = at // the stream's own pace: a late fetch is not its fault
+					break
+				}
 			}
 			bs.close()
 			r.problems = append(r.problems, Problem{Share: bs.src.share, Node: bs.src.node, Err: err})
@@ -95,6 +118,38 @@ func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 	}
 	r.noteArrivals(seg, arrivals)
 	return blocks, nil
+}
+
+// otherBlock fetches block seg of a share that is not among blocks, from
+// the spares, then the sources set aside as slow, without taking them
+// out of their lists: a stream keeps its place for the segments after.
+func (r *reader) otherBlock(ctx context.Context, seg int64, blocks [][]byte) (int, []byte, error) {
+	l := r.vc.Layout()
+	var last error
+	for _, src := range slices.Concat(r.spares, r.slow) {
+		if blocks[src.share] != nil {
+			continue
+		}
+		b := r.bufs.get()[:l.BlockLen(seg)]
+		err := guarded(func() error {
+			fctx, cancel := context.WithTimeout(ctx, r.c.opt.Stall)
+			defer cancel()
+			if err := r.c.readInto(fctx, r.vc.SI, src.share, src.node, l.BlockOffset(seg), b); err != nil {
+				return err
+			}
+			return src.checkBlock(seg, b)
+		})
+		if err == nil {
+			return src.share, b, nil
+		}
+		r.bufs.put(b)
+		if ctx.Err() != nil {
+			return 0, nil, ctx.Err()
+		}
+		r.problems = append(r.problems, Problem{Share: src.share, Node: src.node, Err: err})
+		last = err
+	}
+	return 0, nil, fmt.Errorf("%w: segment %d: no other share has a good block (last problem: %v)", ErrUnavailable, seg, last)
 }
 
 // noteArrivals finds the stream whose block of segment seg came last
@@ -153,7 +208,7 @@ func (r *reader) close() {
 // to the end). Only the segments covering the range are fetched, and every
 // block is verified before use.
 func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, length int64) (*GetReport, error) {
-	if err := rc.Params.Validate(); err != nil || rc.Size < 0 {
+	if err := rc.Params.Validate(); err != nil || rc.Size < 0 || rc.Size/int64(max(rc.SegmentSize, 1)) >= sharefile.MaxSegments {
 		return nil, fmt.Errorf("%w: parameters %+v, size %d", codec.ErrBadCap, rc.Params, rc.Size)
 	}
 	vc := rc.Verify()

@@ -102,8 +102,8 @@ func (c *Client) locate(ctx context.Context, si sharefile.SI, trailers bool) (*f
 
 // checkedSource checks a trailer a node sent with its share list.
 func checkedSource(vc codec.VerifyCap, share int, node string, b []byte, latency time.Duration) (*source, error) {
-	if len(b) != vc.Layout().TrailerLen() {
-		return nil, fmt.Errorf("%w: trailer of %d bytes, want %d", sharefile.ErrCorrupt, len(b), vc.Layout().TrailerLen())
+	if err := sharefile.CheckShape(b, vc.Layout()); err != nil {
+		return nil, fmt.Errorf("%w: share %d: %v", sharefile.ErrCorrupt, share, err)
 	}
 	t, err := vc.CheckTrailer(share, b)
 	if err != nil {
@@ -161,11 +161,7 @@ func (c *Client) trailer(ctx context.Context, vc codec.VerifyCap, share int, nod
 	if err != nil {
 		return nil, err
 	}
-	t, err := vc.CheckTrailer(share, b)
-	if err != nil {
-		return nil, err
-	}
-	return &source{share: share, node: node, hashes: t.BlockHashes, roots: t.ShareRoots, latency: time.Since(start)}, nil
+	return checkedSource(vc, share, node, b, time.Since(start))
 }
 
 // sources checks the trailer of every share found, trying each holder
@@ -184,12 +180,14 @@ func (c *Client) sources(ctx context.Context, vc codec.VerifyCap, f *found) ([]*
 			defer wg.Done()
 			for _, n := range nodes {
 				var s *source
-				var err error
-				if b, ok := f.trailers[heldShare{share, n}]; ok {
-					s, err = checkedSource(vc, share, n, b, f.latency[n])
-				} else {
-					s, err = c.trailer(ctx, vc, share, n)
-				}
+				err := guarded(func() (err error) {
+					if b, ok := f.trailers[heldShare{share, n}]; ok {
+						s, err = checkedSource(vc, share, n, b, f.latency[n])
+					} else {
+						s, err = c.trailer(ctx, vc, share, n)
+					}
+					return err
+				})
 				mu.Lock()
 				if err != nil {
 					problems = append(problems, Problem{Share: share, Node: n, Err: err})
@@ -232,6 +230,7 @@ type blockStream struct {
 	cancel context.CancelFunc
 	bufs   bufList // where its blocks' buffers came from
 	closed bool
+	bad    int // bad blocks it sent (see maxBadBlocks)
 }
 
 // openStream starts reading src's blocks of segments [from, to] in the
@@ -244,6 +243,11 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 	l := vc.Layout()
 	go func() {
 		defer close(bs.blocks)
+		defer func() {
+			if r := recover(); r != nil { // see guarded
+				bs.err = fmt.Errorf("%w: checking what node %.8s sent failed: %v", sharefile.ErrCorrupt, src.node, r)
+			}
+		}()
 		off := l.BlockOffset(from)
 		end := l.BlockOffset(to) + int64(l.BlockLen(to))
 		rd, err := c.grid.GetShare(ctx, src.node, sharestore.Key{SI: vc.SI, Share: src.share}, off, end-off)
@@ -259,12 +263,16 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 				bs.err = fmt.Errorf("reading block %d: %w", seg, err)
 				return
 			}
-			if bs.err = src.checkBlock(seg, b); bs.err != nil {
+			a := arrived{b: b, at: time.Now()}
+			if err := src.checkBlock(seg, b); err != nil {
+				// One bad block: the stream goes on with the next (a
+				// disk's bad sector spoils a block, not a share); the
+				// reader finds this segment's block elsewhere.
 				bufs.put(b)
-				return
+				a = arrived{at: a.at, err: &badBlockError{seg: seg, err: err}}
 			}
 			select {
-			case bs.blocks <- arrived{b, time.Now()}:
+			case bs.blocks <- a:
 			case <-ctx.Done():
 				bufs.put(b)
 				bs.err = ctx.Err()
@@ -275,11 +283,23 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 	return bs
 }
 
-// arrived is a verified block and when its last byte came in.
+// arrived is a verified block and when its last byte came in, or the
+// error of a block that did not match its hash.
 type arrived struct {
-	b  []byte
-	at time.Time
+	b   []byte
+	at  time.Time
+	err error
 }
+
+// badBlockError is a block of a stream that did not match its hash. The
+// stream goes on with the blocks after it.
+type badBlockError struct {
+	seg int64
+	err error
+}
+
+func (e *badBlockError) Error() string { return e.err.Error() }
+func (e *badBlockError) Unwrap() error { return e.err }
 
 // next returns the stream's next verified block and when it arrived, or
 // an error if the node failed, lied, or made no progress for stall.
@@ -291,7 +311,7 @@ func (bs *blockStream) next(ctx context.Context, stall time.Duration) ([]byte, t
 		if !ok {
 			return nil, time.Time{}, errOr(bs.err, io.ErrUnexpectedEOF)
 		}
-		return a.b, a.at, nil
+		return a.b, a.at, a.err
 	case <-t.C:
 		return nil, time.Time{}, fmt.Errorf("node %.8s made no progress for %v", bs.src.node, stall)
 	case <-ctx.Done():
@@ -310,7 +330,9 @@ func (bs *blockStream) close() {
 	bs.closed = true
 	go func() {
 		for a := range bs.blocks { // closed once the reader sees the cancel
-			bs.bufs.put(a.b)
+			if a.b != nil {
+				bs.bufs.put(a.b)
+			}
 		}
 	}()
 }

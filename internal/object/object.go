@@ -18,6 +18,7 @@ package object
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -124,4 +125,18 @@ type Problem struct {
 	Share int
 	Node  string
 	Err   error
+}
+
+// guarded runs fn, turning a panic in it into an error. Goroutines that
+// check what a node sent run their checks through it: the checks are meant
+// never to panic on any bytes, and this keeps a mistake there from taking
+// down the reading process (a gateway, a whole `quilt up`) for one lying
+// node.
+func guarded(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: checking what a node sent failed: %v", sharefile.ErrCorrupt, r)
+		}
+	}()
+	return fn()
 }

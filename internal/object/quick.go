@@ -60,7 +60,8 @@ func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Co
 		go func() {
 			defer wg.Done()
 			block := buf[i*bl : (i+1)*bl : (i+1)*bl]
-			if errs[i] = c.wholeShare(ctx, vc, i, plan.Nodes[i], block); errs[i] == nil {
+			errs[i] = guarded(func() error { return c.wholeShare(ctx, vc, i, plan.Nodes[i], block) })
+			if errs[i] == nil {
 				blocks[i] = block
 			}
 			if errs[i] != nil {

@@ -191,9 +191,19 @@ func (l Layout) ShareSize() int64 {
 	return l.TrailerOffset() + int64(l.TrailerLen())
 }
 
+// MaxSegments bounds the segment count a trailer may declare (a trailer
+// of that many would be 32 TiB): every length computed from a count parsed
+// from bytes stays far from overflowing.
+const MaxSegments = 1 << 40
+
 // TrailerLen returns the trailer length for a share with this many segments
-// of an object with n shares.
+// of an object with n shares. segments must be in [0, MaxSegments] and n in
+// [0, 255] (a count parsed from bytes is checked first: see ParseTrailer);
+// outside, it returns -1.
 func TrailerLen(segments int64, n int) int {
+	if segments < 0 || segments > MaxSegments || n < 0 || n > 255 {
+		return -1
+	}
 	return 20 + HashLen*(int(segments)+n) + 8
 }
 
@@ -209,7 +219,7 @@ type Trailer struct {
 
 // Marshal returns the trailer's bytes.
 func (t Trailer) Marshal() []byte {
-	b := make([]byte, 0, TrailerLen(t.Segments, len(t.ShareRoots)))
+	b := make([]byte, 0, 28+HashLen*(len(t.BlockHashes)+len(t.ShareRoots)))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Segments))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Size))
 	b = binary.BigEndian.AppendUint32(b, uint32(t.LastBlockSize))
@@ -231,8 +241,25 @@ func TrailerLenFromTail(tail []byte) (int, error) {
 	return int(binary.BigEndian.Uint32(tail[len(tail)-8:])), nil
 }
 
+// CheckShape checks, before anything is parsed, that trailer bytes b have
+// the shape of the trailer of a share of layout l (which a reader knows
+// from its capability): the length, and the segment count they declare.
+func CheckShape(b []byte, l Layout) error {
+	want := l.TrailerLen()
+	if want < 0 || len(b) != want {
+		return fmt.Errorf("%w: trailer of %d bytes, want %d", ErrMalformed, len(b), want)
+	}
+	if declared := binary.BigEndian.Uint64(b); declared != uint64(l.Segments) {
+		return fmt.Errorf("%w: trailer declares %d segments, the object has %d", ErrMalformed, declared, l.Segments)
+	}
+	return nil
+}
+
 // ParseTrailer parses a trailer for a share of an object with n shares.
 func ParseTrailer(b []byte, n int) (Trailer, error) {
+	if n < 1 || n > 255 {
+		return Trailer{}, fmt.Errorf("%w: %d shares", ErrMalformed, n)
+	}
 	if len(b) < 28+HashLen*n {
 		return Trailer{}, fmt.Errorf("%w: trailer too short", ErrMalformed)
 	}
@@ -243,13 +270,25 @@ func ParseTrailer(b []byte, n int) (Trailer, error) {
 	if l != len(b) {
 		return Trailer{}, fmt.Errorf("%w: trailer length %d, have %d bytes", ErrMalformed, l, len(b))
 	}
+	// The segment count the bytes have room for, computed from the length
+	// actually present, is what the declared count must equal: no
+	// arithmetic on the declared count, which may be anything.
+	hashes := len(b) - 28 - HashLen*n
+	if hashes%HashLen != 0 {
+		return Trailer{}, fmt.Errorf("%w: trailer of %d bytes holds no whole number of hashes", ErrMalformed, len(b))
+	}
+	room := uint64(hashes / HashLen)
+	declared := binary.BigEndian.Uint64(b)
+	if declared < 1 || declared != room {
+		return Trailer{}, fmt.Errorf("%w: trailer of %d bytes cannot hold %d segments", ErrMalformed, len(b), declared)
+	}
 	t := Trailer{
-		Segments:      int64(binary.BigEndian.Uint64(b)),
+		Segments:      int64(room),
 		Size:          int64(binary.BigEndian.Uint64(b[8:])),
 		LastBlockSize: int(binary.BigEndian.Uint32(b[16:])),
 	}
-	if t.Segments < 1 || t.Size < 0 || TrailerLen(t.Segments, n) != len(b) {
-		return Trailer{}, fmt.Errorf("%w: trailer of %d bytes cannot hold %d segments", ErrMalformed, len(b), t.Segments)
+	if t.Size < 0 {
+		return Trailer{}, fmt.Errorf("%w: trailer says the object has %d bytes", ErrMalformed, t.Size)
 	}
 	p := b[20:]
 	t.BlockHashes = make([]Hash, t.Segments)

@@ -321,37 +321,90 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	// share theirs.
 	prefix := d.prefixDir(key.SI[0])
 	d.mu.Lock()
-	if old, err := d.stat(key); err == nil {
+	old, serr := d.stat(key)
+	if errors.Is(serr, ErrNotFound) {
+		err = d.renameIntoPlace(tmpPath, key)
+		committed = err == nil
 		d.mu.Unlock()
-		if old.Root != info.Root {
-			return Info{}, ErrExists
-		}
-		// The same share again: keep the one we have, once it is durable
-		// (the Put that stored it may still be syncing the directory).
-		if err := d.syncDir(prefix); err != nil {
+		if err != nil {
 			return Info{}, err
 		}
-		return old, nil
+		return info, d.syncDir(prefix)
 	}
-	err = os.Rename(tmpPath, d.path(key))
+	d.mu.Unlock()
+	if serr != nil && !errors.Is(serr, ErrCorrupt) {
+		return Info{}, serr
+	}
+	if serr == nil {
+		// A share is here. If it is sound, it stays: the same share again
+		// is kept as it is, once durable (the Put that stored it may
+		// still be syncing the directory); another is refused.
+		_, scrubErr := d.Scrub(ctx, key)
+		if scrubErr == nil {
+			if old.Root != info.Root {
+				return Info{}, ErrExists
+			}
+			if err := d.syncDir(prefix); err != nil {
+				return Info{}, err
+			}
+			return old, nil
+		}
+		if !errors.Is(scrubErr, ErrCorrupt) {
+			return Info{}, scrubErr
+		}
+	}
+	// The copy here is damaged (or its record is): the new share
+	// replaces it, once every block of the new one matches its hash.
+	if err := verifyFile(tmpPath, n, info.Root); err != nil {
+		return Info{}, err
+	}
+	d.mu.Lock()
+	cur, cerr := d.stat(key)
+	same := (serr == nil && cerr == nil && cur == old) || (serr != nil && errors.Is(cerr, ErrCorrupt)) || errors.Is(cerr, ErrNotFound)
+	if !same {
+		d.mu.Unlock()
+		return Info{}, fmt.Errorf("sharestore: share %s changed while a damaged copy of it was being replaced", key)
+	}
+	err = d.renameIntoPlace(tmpPath, key)
+	committed = err == nil
+	if committed && cerr == nil {
+		// The damaged copy's bytes were counted (one whose record cannot
+		// be read was not: Walk skips it).
+		d.space.remove(old.Size)
+	}
+	d.mu.Unlock()
+	if err != nil {
+		return Info{}, err
+	}
+	return info, d.syncDir(prefix)
+}
+
+// renameIntoPlace moves a checked upload to its share's name. d.mu is
+// held.
+func (d *Disk) renameIntoPlace(tmpPath string, key Key) error {
+	err := os.Rename(tmpPath, d.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		// The first share under this prefix: the directory is made, and
 		// its name made durable, before the share goes in.
+		prefix := d.prefixDir(key.SI[0])
 		if err = os.Mkdir(prefix, 0o700); err == nil {
 			if err = d.syncDir(filepath.Dir(prefix)); err == nil {
 				err = os.Rename(tmpPath, d.path(key))
 			}
 		}
 	}
-	committed = err == nil
-	d.mu.Unlock()
+	return err
+}
+
+// verifyFile checks every block of the share of n bytes after the record
+// in the file at path, and that it hashes to root.
+func verifyFile(path string, n int64, root sharefile.Hash) error {
+	f, err := os.Open(path)
 	if err != nil {
-		return Info{}, err
+		return err
 	}
-	if err := d.syncDir(prefix); err != nil {
-		return Info{}, err
-	}
-	return info, nil
+	defer f.Close()
+	return verifyWhole(io.NewSectionReader(f, recordSize, n), n, root)
 }
 
 // flusher writes to a file and asks the kernel to start writing each

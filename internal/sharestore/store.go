@@ -105,6 +105,13 @@ type Store interface {
 	// is durable. size is the share's length if the sender knows it, else
 	// -1: a known size is refused at once if it does not fit, and must then
 	// be exact.
+	//
+	// If a share is stored under key already and is sound (it passes
+	// Scrub), the same share again keeps it as it is and another is
+	// refused with ErrExists. If the stored copy is damaged, the new share
+	// replaces it (under the new lease), once every block of the new one
+	// has matched its hash: that is how a repairer puts back a share where
+	// a failing disk damaged it.
 	Put(ctx context.Context, key Key, r io.Reader, size int64, lease Lease) (Info, error)
 	// Open opens a stored share for reading.
 	Open(ctx context.Context, key Key) (Share, error)
@@ -289,4 +296,18 @@ func scrub(ra io.ReaderAt, info Info) (Info, error) {
 		return info, fmt.Errorf("%w: %s no longer hashes to the object root it arrived with", ErrCorrupt, info.Key)
 	}
 	return info, nil
+}
+
+// verifyWhole checks every block of a share of size bytes read from ra,
+// and that it hashes to root: a share that replaces a damaged copy is
+// checked whole, whatever the store checks on arrival.
+func verifyWhole(ra io.ReaderAt, size int64, root sharefile.Hash) error {
+	si, err := sharefile.Verify(ra, size)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if si.Root != root {
+		return fmt.Errorf("%w: share hashes to another root on a second look", ErrCorrupt)
+	}
+	return nil
 }

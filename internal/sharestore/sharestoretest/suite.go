@@ -351,6 +351,58 @@ func Run(t *testing.T, newStore Factory, opt Options) {
 		}
 	})
 
+	t.Run("PutReplacesDamaged", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 20_000)
+		var total int64
+		for i, sh := range shares[:3] {
+			if _, err := s.Put(ctx, key(rc, i), bytes.NewReader(sh), int64(len(sh)), sharestore.LeaseFor(secret)); err != nil {
+				t.Fatal(err)
+			}
+			total += int64(len(sh))
+		}
+		// A damaged block, a damaged header, a damaged share root.
+		l := rc.Verify().Layout()
+		offsets := map[int]int64{0: 2000, 1: 5, 2: l.ShareSize() - 40}
+		for i, off := range offsets {
+			if err := s.Corrupt(key(rc, i), off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A damaged share does not replace a damaged copy, even in a
+		// store that checks only the frame on arrival.
+		for name, bad := range damagedBlocks(rc, shares[0]) {
+			if _, err := s.Put(ctx, key(rc, 0), bytes.NewReader(bad), int64(len(bad)), sharestore.LeaseFor(secret)); !errors.Is(err, sharestore.ErrCorrupt) {
+				t.Errorf("%s over a damaged copy: %v, want ErrCorrupt", name, err)
+			}
+		}
+		for i, sh := range shares[:3] {
+			info, err := s.Put(ctx, key(rc, i), bytes.NewReader(sh), int64(len(sh)), sharestore.LeaseFor(secret))
+			if err != nil {
+				t.Fatalf("share %d over its damaged copy: %v", i, err)
+			}
+			if info.Root != rc.Root || info.Size != int64(len(sh)) {
+				t.Fatalf("share %d over its damaged copy: info %+v", i, info)
+			}
+			if _, err := s.Scrub(ctx, key(rc, i)); err != nil {
+				t.Fatalf("share %d after replacing its damaged copy: %v", i, err)
+			}
+			r, err := s.Open(ctx, key(rc, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(sh))
+			r.ReadAt(got, 0)
+			r.Close()
+			if !bytes.Equal(got, sh) {
+				t.Fatalf("share %d after replacing its damaged copy: wrong bytes", i)
+			}
+		}
+		if u := s.Usage(); u.Shares != 3 || u.Used != total {
+			t.Fatalf("usage after replacing three damaged copies: %+v, want 3 shares of %d bytes", u, total)
+		}
+	})
+
 	t.Run("ScrubFindsDamage", func(t *testing.T) {
 		s := newStore(t, 0)
 		rc, shares := object(t, 20_000)
