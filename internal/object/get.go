@@ -246,6 +246,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 		}
 		c.log.Debug("quick read failed, reading the usual way", "si", fmt.Sprintf("%x", vc.SI[:]), "err", err)
 	}
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	f, err := c.locate(ctx, vc.SI, true)
@@ -344,6 +345,14 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	rep.Problems = append(rep.Problems, rd.problems...)
 	if werr != nil {
 		return rep, werr
+	}
+	// The fetcher stops quietly when the caller's context ends: a read
+	// that wrote less than was asked is an error, never a success.
+	if rep.Bytes != length {
+		if err := parent.Err(); err != nil {
+			return rep, fmt.Errorf("object: read stopped after %d of %d bytes: %w", rep.Bytes, length, err)
+		}
+		return rep, fmt.Errorf("object: read stopped after %d of %d bytes", rep.Bytes, length)
 	}
 	for _, bs := range rd.active {
 		rep.Shares = append(rep.Shares, bs.src.share)
