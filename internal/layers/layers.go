@@ -90,6 +90,9 @@ var packages = map[string]Layer{
 
 	"internal/dag":       Namespaces,
 	"internal/namespace": Namespaces,
+	// nsclient is how front ends read and write namespaces through the
+	// grid: a local replica kept in step with a live node.
+	"internal/nsclient": Namespaces,
 
 	"internal/gateway":          FrontEnds,
 	"internal/gateway/s3":       FrontEnds,
