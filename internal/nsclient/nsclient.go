@@ -40,7 +40,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,8 +77,10 @@ type Config struct {
 	// answers; default 5 s.
 	ProbeTimeout time.Duration
 	// Order, if set, orders the live members before they are tried (the
-	// CLI puts the nodes its invite names first). By default the order
-	// is random. Members that failed lately go last whatever Order says.
+	// CLI puts the nodes its invite names first, the others shuffled). By
+	// default they are tried in the order the grid lists them, so clients
+	// of one grid tend to use the same node and read each other's writes
+	// at once. Members that failed lately go last whatever Order says.
 	Order func([]member.Member) []member.Member
 }
 
@@ -152,8 +154,6 @@ func (c *Client) Peer(ctx context.Context) (*namespace.HTTPPeer, error) {
 	}
 	if c.cfg.Order != nil {
 		live = c.cfg.Order(live)
-	} else {
-		rand.Shuffle(len(live), func(i, j int) { live[i], live[j] = live[j], live[i] })
 	}
 	// Stable: the recently failed last, the order kept otherwise.
 	pk.mu.Lock()
@@ -312,12 +312,13 @@ type MakeFunc func(w *dag.Writer, anchor dag.Hash, heads []dag.Hash, name string
 // Write appends one entry for path p of w.NS (made by mk) that replaces
 // the path's current versions, and commits it. rules say which directory
 // an entry hangs from (every path of an object namespace hangs from "/").
-// The parent directory must exist in the replica. w.Clock should be the
+// p is used as given (an object key may hold "//" or ".."): a
+// configuration path should be cleaned first (namespace.Clean). The
+// parent directory must exist in the replica. w.Clock should be the
 // replica's (DB.Clock): the entry is then later than what it replaces.
 func (c *Client) Write(ctx context.Context, w *dag.Writer, rules dag.Rules, p string, mk MakeFunc) error {
-	p = namespace.Clean(p)
-	if p == "/" {
-		return errors.New("nsclient: the root directory cannot be changed")
+	if p == "/" || !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("nsclient: %q cannot be written (a path starts with / and is not the root)", p)
 	}
 	db := c.cfg.DB
 	dir := dag.ParentDir(p, rules)
