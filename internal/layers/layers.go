@@ -97,6 +97,9 @@ var packages = map[string]Layer{
 	"internal/gateway":          FrontEnds,
 	"internal/gateway/s3":       FrontEnds,
 	"internal/gateway/s3/sigv4": FrontEnds,
+	// cfs is the configuration filesystem: the verbs of quilt cfs as a
+	// library over nsclient.
+	"internal/cfs": FrontEnds,
 
 	"internal/lab":          Lab,
 	"internal/lab/report":   Lab,
