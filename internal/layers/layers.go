@@ -93,6 +93,8 @@ var packages = map[string]Layer{
 	// nsclient is how front ends read and write namespaces through the
 	// grid: a local replica kept in step with a live node.
 	"internal/nsclient": Namespaces,
+	// nsnode assembles a storage node with its namespace replica.
+	"internal/nsnode": Namespaces,
 
 	"internal/gateway":          FrontEnds,
 	"internal/gateway/s3":       FrontEnds,
