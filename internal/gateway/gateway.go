@@ -275,6 +275,15 @@ func (g *Gateway) background() {
 	}
 }
 
+// nodePeer returns the node the gateway talks to, picking a live one if
+// need be (the namespace client's choice).
+func (g *Gateway) nodePeer(ctx context.Context) (*namespace.HTTPPeer, error) {
+	return g.ns.Peer(ctx)
+}
+
+// dropPeer makes the gateway pick another node next time.
+func (g *Gateway) dropPeer(p *namespace.HTTPPeer) { g.ns.Drop(p) }
+
 // sync brings a namespace's replica and a node's into step (the
 // namespace client's retry policy: docs/namespaces.md).
 func (g *Gateway) sync(ctx context.Context, b *bucket) error {
