@@ -312,13 +312,16 @@ type MakeFunc func(w *dag.Writer, anchor dag.Hash, heads []dag.Hash, name string
 // Write appends one entry for path p of w.NS (made by mk) that replaces
 // the path's current versions, and commits it. rules say which directory
 // an entry hangs from (every path of an object namespace hangs from "/").
-// p is used as given (an object key may hold "//" or ".."): a
-// configuration path should be cleaned first (namespace.Clean). The
+// In an object namespace p is used as given (a key may hold "//" or
+// ".."); a configuration path must be clean (namespace.Clean). The
 // parent directory must exist in the replica. w.Clock should be the
 // replica's (DB.Clock): the entry is then later than what it replaces.
 func (c *Client) Write(ctx context.Context, w *dag.Writer, rules dag.Rules, p string, mk MakeFunc) error {
 	if p == "/" || !strings.HasPrefix(p, "/") {
 		return fmt.Errorf("nsclient: %q cannot be written (a path starts with / and is not the root)", p)
+	}
+	if rules == dag.ConfigRules && namespace.Clean(p) != p {
+		return fmt.Errorf("nsclient: %q is not a clean path (%s)", p, namespace.Clean(p))
 	}
 	db := c.cfg.DB
 	dir := dag.ParentDir(p, rules)

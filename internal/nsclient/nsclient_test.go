@@ -136,8 +136,10 @@ func TestWriteSyncRead(t *testing.T) {
 	if got, _, err := b.ReadFile(f.ns, "/etc"); got != nil || err != nil {
 		t.Errorf("a directory read as a file: %q, %v", got, err)
 	}
-	if err := a.Write(ctx, w, dag.ConfigRules, "/srv/x", file("x")); err == nil {
-		t.Error("a write under a missing directory succeeded")
+	for _, p := range []string{"/srv/x", "/etc/../hosts", "/etc//hosts", "etc/hosts", "/", ""} {
+		if err := a.Write(ctx, w, dag.ConfigRules, p, file("x")); err == nil {
+			t.Errorf("a write of %q succeeded", p)
+		}
 	}
 }
 
