@@ -300,7 +300,10 @@ func (g *Gateway) commit(ctx context.Context, b *bucket, recs [][]byte) error {
 // the path's current versions.
 func (g *Gateway) write(ctx context.Context, b *bucket, p string, mk func(w *dag.Writer, anchor dag.Hash, heads []dag.Hash, name string) (*dag.Entry, []*dag.Block)) error {
 	if err := g.ns.Write(ctx, b.w, b.rules, p, mk); err != nil {
-		return fmt.Errorf("gateway: %q: %w", b.name, err)
+		if b.name == "" {
+			return fmt.Errorf("gateway: registry: %w", err)
+		}
+		return fmt.Errorf("gateway: bucket %q: %w", b.name, err)
 	}
 	return nil
 }
