@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quilt-grid/quilt/internal/nsclient"
+	"github.com/quilt-grid/quilt/internal/testgrid"
 )
 
 // The issue's check with real processes: three `quilt node`s; `quilt cfs
@@ -121,10 +126,9 @@ func TestConfigFilesystemProcesses(t *testing.T) {
 	// may itself run cfs commands (the watcher does not hold the replica).
 	carolKey := strings.TrimSpace(must(cfs("carol", 2, "", "genkey")))
 	must(cfs("alice", 0, "", "grant", carolKey, "/etc", "--label", "carol"))
-	eventually("carol may write under /etc", func() bool {
-		_, err := cfs("carol", 2, "mine\n", "write", "/etc/carol.conf")
-		return err == nil
-	})
+	// At once, through another node: the write waits for the grant to
+	// get there.
+	must(cfs("carol", 2, "mine\n", "write", "/etc/carol.conf"))
 	eventually("the watcher saw a write made from its own home", func() bool {
 		b, _ := os.ReadFile(events)
 		return strings.Contains(string(b), "write /etc/carol.conf cluster\n")
@@ -169,10 +173,7 @@ func TestConfigFilesystemProcesses(t *testing.T) {
 		t.Fatalf("write without a grant: %v", err)
 	}
 	must(cfs("alice", 0, "", "grant", pub, "/etc", "--label", "bob"))
-	eventually("bob may write under /etc", func() bool {
-		_, err := cfs("bob", 1, "from bob\n", "write", "/etc/bob.conf")
-		return err == nil
-	})
+	must(cfs("bob", 1, "from bob\n", "write", "/etc/bob.conf"))
 	if _, err := cfs("bob", 1, "x", "write", "/srv/bob.conf"); err == nil {
 		t.Fatal("bob wrote outside his grant")
 	}
@@ -209,5 +210,104 @@ func TestConfigFilesystemProcesses(t *testing.T) {
 	members := must(cfs("carol", 2, "", "members"))
 	if strings.Count(members, "alive") != 3 {
 		t.Errorf("members:\n%s", members)
+	}
+}
+
+// runCFSOut runs a cfs command in this process and returns what it
+// printed on standard output.
+func runCFSOut(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	outc := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		outc <- string(b)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = runCFS(ctx, args)
+	os.Stdout = old
+	w.Close()
+	return <-outc, err
+}
+
+// The flags and output of the verbs that change and show the tree, run
+// in this process against a test grid: mkdir -p, rm -r, ln, ln -s, link,
+// slink, chmod and mode, show, ls -l, log, keys, export.
+func TestCFSVerbsInProcess(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 2})
+	t.Setenv("QUILT_HOME", t.TempDir())
+	t.Setenv("QUILT_GRID", g.Invite.String())
+	t.Setenv("QUILT_NS", "")
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := runCFSOut(t, args...)
+		if err != nil {
+			t.Fatalf("cfs %v: %v", args, err)
+		}
+		return out
+	}
+	capStr := strings.TrimSpace(must("bootstrap", "cluster"))
+	if c, err := nsclient.ParseCap(capStr); err != nil || c.String() != capStr {
+		t.Fatalf("bootstrap printed %q: %v", capStr, err)
+	}
+	if got := strings.TrimSpace(must("export")); got != capStr {
+		t.Errorf("export: %q, bootstrap: %q", got, capStr)
+	}
+	must("mkdir", "-p", "/etc/app/conf.d")
+	if _, err := runCFSOut(t, "mkdir", "/etc"); err == nil {
+		t.Error("mkdir of an existing directory")
+	}
+	in := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(in, []byte("10.0.0.1 gw\n"), 0o600)
+	must("write", "/etc/hosts", in)
+	must("ln", "/etc/hosts", "/etc/hosts.hard")
+	must("link", "/etc/hosts", "/etc/hosts.link")
+	must("ln", "-s", "hosts", "/etc/hosts.sym")
+	must("slink", "/etc/hosts", "/etc/hosts.abs")
+	must("chmod", "+x", "/etc/hosts")
+	must("mode", "-x", "/etc/hosts.hard")
+	if _, err := runCFSOut(t, "chmod", "/etc/hosts"); err == nil {
+		t.Error("chmod without +x or -x")
+	}
+	for _, p := range []string{"/etc/hosts.hard", "/etc/hosts.link", "/etc/hosts.sym", "/etc/hosts.abs"} {
+		if got := must("cat", p); got != "10.0.0.1 gw\n" {
+			t.Errorf("cat %s: %q", p, got)
+		}
+	}
+	ls := must("ls", "-l", "/etc")
+	for _, want := range []string{"drwx", "app/", "-rwx", "hosts.sym -> hosts", "hosts.abs -> /etc/hosts"} {
+		if !strings.Contains(ls, want) {
+			t.Errorf("ls -l lacks %q:\n%s", want, ls)
+		}
+	}
+	show := must("show")
+	for _, want := range []string{"/\n", "  etc/\n", "    app/\n", "      conf.d/\n", "    hosts  (12 bytes)\n"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show lacks %q:\n%s", want, show)
+		}
+	}
+	if _, err := runCFSOut(t, "rm", "/etc/app"); err == nil {
+		t.Error("rm of a directory that is not empty, without -r")
+	}
+	must("rm", "-r", "/etc/app")
+	if strings.Contains(must("ls", "/etc"), "app") {
+		t.Error("rm -r left /etc/app")
+	}
+	log := must("log", "/etc/hosts")
+	if lines := strings.Split(strings.TrimSpace(log), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "+x") || !strings.HasPrefix(lines[1], "*") {
+		t.Errorf("log:\n%s", log)
+	}
+	keys := must("keys")
+	if !strings.Contains(keys, "root key") {
+		t.Errorf("keys:\n%s", keys)
+	}
+	if _, err := runCFSOut(t, "frobnicate"); err == nil {
+		t.Error("an unknown verb")
 	}
 }

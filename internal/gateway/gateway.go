@@ -34,9 +34,9 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/dag"
-	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/quilt-grid/quilt/internal/node"
+	"github.com/quilt-grid/quilt/internal/nsclient"
 	"github.com/quilt-grid/quilt/internal/object"
 )
 
@@ -49,7 +49,9 @@ var (
 	ErrNoKey        = errors.New("gateway: no such key")
 	ErrBadKey       = errors.New("gateway: invalid key")
 	ErrDenied       = errors.New("gateway: access denied")
-	ErrNoGrid       = errors.New("gateway: no node of the grid answered")
+	// ErrNoGrid means no node took a change or answered (the namespace
+	// client's error, after its retries).
+	ErrNoGrid = nsclient.ErrNoGrid
 )
 
 // Perm is what an access key may do with a bucket.
@@ -94,12 +96,12 @@ type Config struct {
 type Gateway struct {
 	cfg      Config
 	db       *namespace.DB
+	ns       *nsclient.Client // reads and writes db's namespaces through the grid
 	log      *slog.Logger
 	registry bucket // the gateway's own namespace
 
 	createMu sync.Mutex // one bucket creation at a time here
 	mu       sync.Mutex
-	peer     *namespace.HTTPPeer
 	buckets  map[string]*bucket
 	md5      md5s // ETag hashes of uploads
 
@@ -158,7 +160,8 @@ func Open(ctx context.Context, cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, db: db, log: cfg.Logger, buckets: map[string]*bucket{}, stop: make(chan struct{})}
+	g := &Gateway{cfg: cfg, db: db, log: cfg.Logger, buckets: map[string]*bucket{}, stop: make(chan struct{}),
+		ns: nsclient.New(nsclient.Config{DB: db, Nodes: cfg.Nodes})}
 	if g.registry, err = openBucket(db, "", reg, dag.ConfigRules); err != nil {
 		db.Close()
 		return nil, err
@@ -272,149 +275,42 @@ func (g *Gateway) background() {
 	}
 }
 
-// nodePeer returns a node to talk to, picking an alive one if need be.
+// nodePeer returns the node the gateway talks to, picking a live one if
+// need be (the namespace client's choice).
 func (g *Gateway) nodePeer(ctx context.Context) (*namespace.HTTPPeer, error) {
-	g.mu.Lock()
-	p := g.peer
-	g.mu.Unlock()
-	if p != nil {
-		return p, nil
-	}
-	ms, err := g.cfg.Nodes.Members(ctx, 10*time.Second)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoGrid, err)
-	}
-	for _, m := range ms {
-		if m.State != member.Alive {
-			continue
-		}
-		cand := &namespace.HTTPPeer{Client: g.cfg.Nodes.HTTP(), Base: "https://" + m.ID}
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := cand.Namespaces(cctx)
-		cancel()
-		if err == nil {
-			g.mu.Lock()
-			g.peer = cand
-			g.mu.Unlock()
-			return cand, nil
-		}
-	}
-	return nil, ErrNoGrid
+	return g.ns.Peer(ctx)
 }
 
-func (g *Gateway) dropPeer(p *namespace.HTTPPeer) {
-	g.mu.Lock()
-	if g.peer == p {
-		g.peer = nil
-	}
-	g.mu.Unlock()
-}
+// dropPeer makes the gateway pick another node next time.
+func (g *Gateway) dropPeer(p *namespace.HTTPPeer) { g.ns.Drop(p) }
 
-// sync brings a namespace's replica and a node's into step.
+// sync brings a namespace's replica and a node's into step (the
+// namespace client's retry policy: docs/namespaces.md).
 func (g *Gateway) sync(ctx context.Context, b *bucket) error {
-	p, err := g.nodePeer(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := namespace.Sync(ctx, g.db, b.ns, p, true); err != nil {
-		g.dropPeer(p)
-		return err
-	}
-	return nil
+	return g.ns.Sync(ctx, b.ns)
 }
 
 // commit admits new records locally and sends them to a node, which
 // gossips them; it fails if either refuses them or no node took them.
-// The two commits (each an fsync) run side by side, so a write waits for
-// the slower of them, not for one after the other.
 func (g *Gateway) commit(ctx context.Context, b *bucket, recs [][]byte) error {
-	localc := make(chan error, 1)
-	go func() {
-		res, err := g.db.Ingest(b.ns, recs)
-		if err == nil && len(res.Rejected) > 0 {
-			err = fmt.Errorf("gateway: own entry refused: %w", res.Rejected[0])
-		}
-		localc <- err
-	}()
-	local := sync.OnceValue(func() error { return <-localc })
-	for try := 0; ; try++ {
-		p, err := g.nodePeer(ctx)
-		if err != nil {
-			local()
-			return err
-		}
-		pr, err := p.Put(ctx, b.ns, recs, false)
-		if err == nil && len(pr.Rejected) == 0 && pr.Missing > 0 {
-			// The node holds them in memory only: it lacks what they
-			// refer to. Bring it up to date from this replica (once the
-			// records are in it), then it must store them.
-			if err := local(); err != nil {
-				return err
-			}
-			if _, err = namespace.Sync(ctx, g.db, b.ns, p, true); err == nil {
-				pr, err = p.Put(ctx, b.ns, recs, false)
-			}
-		}
-		if err == nil && len(pr.Rejected) == 0 && pr.Missing == 0 {
-			return local()
-		}
-		g.dropPeer(p)
-		if try == 2 || ctx.Err() != nil {
-			if lerr := local(); lerr != nil {
-				return lerr
-			}
-			if err == nil && len(pr.Rejected) > 0 {
-				err = errors.New(pr.Rejected[0])
-			} else if err == nil {
-				err = errors.New("the node could not store the entry")
-			}
-			return fmt.Errorf("%w: %v", ErrNoGrid, err)
-		}
-	}
+	return g.ns.Commit(ctx, b.ns, recs)
 }
 
 // write appends one entry (and its blocks) for path p of b, replacing
 // the path's current versions.
 func (g *Gateway) write(ctx context.Context, b *bucket, p string, mk func(w *dag.Writer, anchor dag.Hash, heads []dag.Hash, name string) (*dag.Entry, []*dag.Block)) error {
-	dir := dag.ParentDir(p, b.rules)
-	info, err := g.db.Stat(b.ns, dir)
-	if err != nil {
-		return fmt.Errorf("gateway: %s of %q: %w", dir, b.name, err)
-	}
-	heads, err := g.db.Heads(b.ns, p)
-	if err != nil {
-		return err
-	}
-	for _, h := range heads {
-		if v, err := g.db.Version(b.ns, h); err == nil {
-			g.db.Clock().Observe(v.Entry.Time)
+	if err := g.ns.Write(ctx, b.w, b.rules, p, mk); err != nil {
+		if b.name == "" {
+			return fmt.Errorf("gateway: registry: %w", err)
 		}
+		return fmt.Errorf("gateway: bucket %q: %w", b.name, err)
 	}
-	name := p[len(dir)+1:]
-	if dir == "/" {
-		name = p[1:]
-	}
-	e, blocks := mk(b.w, info.Data, heads, name)
-	recs := [][]byte{e.Encode()}
-	for _, bl := range blocks {
-		recs = append(recs, bl.Encode())
-	}
-	return g.commit(ctx, b, recs)
+	return nil
 }
 
 // readFile returns the content of a file of a namespace (nil if absent).
 func (g *Gateway) readFile(b *bucket, p string) ([]byte, error) {
-	info, err := g.db.Stat(b.ns, p)
-	if errors.Is(err, namespace.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if info.Type != dag.File {
-		return nil, nil
-	}
-	c, _, err := g.db.Content(b.ns, info.Data)
+	c, _, err := g.ns.ReadFile(b.ns, p)
 	return c, err
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/linkemu"
 	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/quilt-grid/quilt/internal/node"
+	"github.com/quilt-grid/quilt/internal/nsnode"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/sharefile"
 )
@@ -49,6 +50,7 @@ type ClusterNode struct {
 	// ClusterOptions.Namespaces).
 	Rep *namespace.Replica
 	DB  *namespace.DB
+	nn  *nsnode.Node // the node with its replica, if any
 }
 
 // ClusterOptions shape a Cluster.
@@ -156,30 +158,26 @@ func (c *Cluster) startNode(ctx context.Context, i int, sn scenario.Node, opt Cl
 			mc.Transport = tr
 			opt.Gossip(mc)
 		}}
-	if opt.Namespaces {
-		db, err := namespace.OpenDB(filepath.Join(dir, "ns.db"), namespace.Options{NoSync: !opt.Fsync})
-		if err != nil {
-			ln.Close()
-			tr.Shutdown()
-			return nil, err
-		}
-		if opt.OnAdmit != nil {
-			db.OnAdmit = func(ns dag.NSID, raws [][]byte) { opt.OnAdmit(i, ns, raws) }
-		}
-		rep := namespace.NewReplica(namespace.ReplicaConfig{DB: db, Logger: opt.Logger})
-		cfg.Messages, cfg.Mount = rep, rep.Mount
-		cn.Rep, cn.DB = rep, db
-	}
 	if i > 0 {
 		inv := c.Invite
 		cfg.Join = &inv
 	}
+	if opt.Namespaces {
+		nn, err := nsnode.Start(ctx, nsnode.Config{Node: cfg, Prepare: func(db *namespace.DB) error {
+			if opt.OnAdmit != nil {
+				db.OnAdmit = func(ns dag.NSID, raws [][]byte) { opt.OnAdmit(i, ns, raws) }
+			}
+			return nil
+		}})
+		if err != nil {
+			tr.Shutdown()
+			return nil, err
+		}
+		cn.Node, cn.Rep, cn.DB, cn.nn = nn.Node, nn.Replica, nn.DB, nn
+		return cn, nil
+	}
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
-		if cn.Rep != nil {
-			cn.Rep.Close()
-			cn.DB.Close()
-		}
 		tr.Shutdown()
 		return nil, err
 	}
@@ -255,13 +253,11 @@ func (c *Cluster) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if cn.Rep != nil {
-				cn.Rep.Close()
+			if cn.nn != nil {
+				errs[i] = cn.nn.Close()
+				return
 			}
 			errs[i] = cn.Node.Close()
-			if cn.DB != nil {
-				cn.DB.Close()
-			}
 		}()
 	}
 	wg.Wait()

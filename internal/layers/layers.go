@@ -90,10 +90,18 @@ var packages = map[string]Layer{
 
 	"internal/dag":       Namespaces,
 	"internal/namespace": Namespaces,
+	// nsclient is how front ends read and write namespaces through the
+	// grid: a local replica kept in step with a live node.
+	"internal/nsclient": Namespaces,
+	// nsnode assembles a storage node with its namespace replica.
+	"internal/nsnode": Namespaces,
 
 	"internal/gateway":          FrontEnds,
 	"internal/gateway/s3":       FrontEnds,
 	"internal/gateway/s3/sigv4": FrontEnds,
+	// cfs is the configuration filesystem: the verbs of quilt cfs as a
+	// library over nsclient.
+	"internal/cfs": FrontEnds,
 
 	"internal/lab":          Lab,
 	"internal/lab/report":   Lab,

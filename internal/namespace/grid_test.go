@@ -18,6 +18,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/linkemu"
 	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/quilt-grid/quilt/internal/node"
+	"github.com/quilt-grid/quilt/internal/nsnode"
 )
 
 // member is one node of the emulated grid with its namespace replica.
@@ -27,6 +28,7 @@ type gridNode struct {
 	n    *node.Node
 	rep  *namespace.Replica
 	db   *namespace.DB
+	nn   *nsnode.Node
 }
 
 // emuGrid is N nodes in this process whose gossip and node-to-node HTTPS
@@ -91,17 +93,6 @@ func must[T any](v T, err error) T {
 
 func (g *emuGrid) start(i int) {
 	m := g.nodes[i]
-	db, err := namespace.OpenDB(filepath.Join(m.dir, "ns.db"), namespace.Options{NoSync: true})
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	if err := db.Open(g.ns, &g.key, dag.ConfigRules); err != nil {
-		g.t.Fatal(err)
-	}
-	if g.onAdmit != nil {
-		db.OnAdmit = func(_ dag.NSID, raws [][]byte) { g.onAdmit(i, raws) }
-	}
-	rep := namespace.NewReplica(namespace.ReplicaConfig{DB: db, SyncInterval: time.Second, Logger: testLogger()})
 	tr, err := g.net.Transport(m.host)
 	if err != nil {
 		g.t.Fatal(err)
@@ -112,7 +103,7 @@ func (g *emuGrid) start(i int) {
 	}
 	g.net.Register(m.host, ln.Addr().String())
 	cfg := node.Config{Dir: m.dir, Listener: ln, Version: "test", Logger: testLogger(), NoSync: true,
-		Dial: g.net.Dialer(m.host), Messages: rep, Mount: rep.Mount, Reconnect: time.Second,
+		Dial: g.net.Dialer(m.host), Reconnect: time.Second,
 		TuneGossip: func(c *memberlist.Config) {
 			c.Transport = tr
 			if g.tune != nil {
@@ -135,11 +126,16 @@ func (g *emuGrid) start(i int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, cfg)
+	n, err := nsnode.Start(ctx, nsnode.Config{Node: cfg, SyncInterval: time.Second, Prepare: func(db *namespace.DB) error {
+		if g.onAdmit != nil {
+			db.OnAdmit = func(_ dag.NSID, raws [][]byte) { g.onAdmit(i, raws) }
+		}
+		return db.Open(g.ns, &g.key, dag.ConfigRules)
+	}})
 	if err != nil {
 		g.t.Fatalf("start node %d: %v", i, err)
 	}
-	m.n, m.rep, m.db = n, rep, db
+	m.n, m.rep, m.db, m.nn = n.Node, n.Replica, n.DB, n
 	if i == 0 && g.invite.Addrs == nil {
 		g.invite = n.Invite()
 	}
@@ -151,13 +147,11 @@ func (g *emuGrid) stop(m *gridNode, kill bool) {
 	if m.n == nil {
 		return
 	}
-	m.rep.Close()
 	if kill {
-		m.n.Kill()
+		m.nn.Kill()
 	} else {
-		m.n.Close()
+		m.nn.Close()
 	}
-	m.db.Close()
 	m.n = nil
 }
 

@@ -373,5 +373,7 @@ func (p HTTPPeer) PutFramed(ctx context.Context, ns dag.NSID, body []byte, fromS
 
 // Wait long-polls until the peer's root of ns differs from seen.
 func (p HTTPPeer) Wait(ctx context.Context, ns dag.NSID, seen Digest, timeout time.Duration) (Digest, error) {
-	return p.digest(ctx, fmt.Sprintf("/v1/ns/%s/wait?xor=%x&count=%d&timeout=%s", ns, seen.Xor, seen.Count, timeout))
+	// The XOR as hex bytes: dag.Hash has a String method, which %x would
+	// hex-encode a second time.
+	return p.digest(ctx, fmt.Sprintf("/v1/ns/%s/wait?xor=%s&count=%d&timeout=%s", ns, hex.EncodeToString(seen.Xor[:]), seen.Count, timeout))
 }

@@ -183,7 +183,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		},
 	}
 	go n.srv.Serve(identity.NewTLSListener(n.ln, n.srv.TLSConfig))
-	n.client = NewClient(identity.Invite{Secret: secret, Addrs: seeds}, id)
+	// The join client dials as the node does (the lab's links).
+	n.client = NewClientDial(identity.Invite{Secret: secret, Addrs: seeds}, id, cfg.Dial)
 	switch {
 	case len(seeds) > 0 && !rejoin:
 		// An invite: joining is what was asked; failing to is an error.

@@ -19,6 +19,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/quilt-grid/quilt/internal/node"
+	"github.com/quilt-grid/quilt/internal/nsnode"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/sharefile"
 	"github.com/quilt-grid/quilt/internal/sharestore"
@@ -48,6 +49,7 @@ type Grid struct {
 	Dirs     []string
 	Invite   identity.Invite
 	addrs    [][2]string // API and gossip address of each node, kept for restarts
+	nsNodes  []*nsnode.Node
 }
 
 // FastGossip shortens memberlist's timers so failures are noticed within
@@ -74,7 +76,8 @@ func logger() *slog.Logger {
 func New(t testing.TB, opt Options) *Grid {
 	t.Helper()
 	g := &Grid{t: t, opt: opt, Nodes: make([]*node.Node, opt.Nodes), Dirs: make([]string, opt.Nodes),
-		addrs: make([][2]string, opt.Nodes), Replicas: make([]*namespace.Replica, opt.Nodes)}
+		addrs: make([][2]string, opt.Nodes), Replicas: make([]*namespace.Replica, opt.Nodes),
+		nsNodes: make([]*nsnode.Node, opt.Nodes)}
 	t.Cleanup(g.Stop)
 	for i := range opt.Nodes {
 		g.Dirs[i] = t.TempDir()
@@ -111,21 +114,14 @@ func (g *Grid) start(i int, join bool) {
 		cfg.Join = &inv
 	}
 	// Every node replicates namespaces, as quilt node does.
-	db, err := namespace.OpenDB(g.Dirs[i]+"/ns.db", namespace.Options{NoSync: true})
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	rep := namespace.NewReplica(namespace.ReplicaConfig{DB: db, SyncInterval: time.Second, Logger: cfg.Logger})
-	cfg.Messages, cfg.Mount = rep, rep.Mount
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, cfg)
+	nn, err := nsnode.Start(ctx, nsnode.Config{Node: cfg, SyncInterval: time.Second, NoSyncLog: true})
 	if err != nil {
-		rep.Close()
-		db.Close()
 		g.t.Fatalf("start node %d: %v", i, err)
 	}
-	g.Nodes[i], g.Replicas[i] = n, rep
+	n := nn.Node
+	g.Nodes[i], g.Replicas[i], g.nsNodes[i] = n, nn.Replica, nn
 	g.addrs[i] = [2]string{n.Addr(), n.GossipAddr()}
 	if i == 0 && !join {
 		g.Invite = n.Invite()
@@ -183,11 +179,8 @@ func alive(ms []member.Member) []member.Member {
 // Kill stops node i abruptly, as a crash.
 func (g *Grid) Kill(i int) {
 	if g.Nodes[i] != nil {
-		g.Nodes[i].Kill()
-		g.Nodes[i] = nil
-		g.Replicas[i].Close()
-		g.Replicas[i].DB().Close()
-		g.Replicas[i] = nil
+		g.nsNodes[i].Kill()
+		g.Nodes[i], g.Replicas[i], g.nsNodes[i] = nil, nil, nil
 	}
 }
 
