@@ -290,7 +290,7 @@ func (t *Tree) ReadDir(ctx context.Context, name, after string, limit int) (entr
 		return nil, "", perr("readdir", p, fmt.Errorf("%w: cursor %q is not of this directory", fs.ErrInvalid, after))
 	}
 	cursor := after
-	var lastFile string // the last file listed, hiding a directory of its name
+	files := map[string]bool{} // files listed, each hiding a directory of its name
 	for range 1 << 20 {
 		want := listPage
 		if limit > 0 {
@@ -322,17 +322,17 @@ func (t *Tree) ReadDir(ctx context.Context, name, after string, limit int) (entr
 					continue // the directory's own marker, or an odd key
 				}
 				entries = append(entries, infoOf(prefix+rest, *obj, false))
-				lastFile = rest
+				files[rest] = true
 				continue
 			}
 			sub := strings.TrimSuffix(rest, "/")
 			if !fs.ValidPath(sub) || strings.Contains(sub, "/") {
 				continue
 			}
-			if sub == lastFile {
+			if files[sub] {
 				continue
 			}
-			if after >= prefix+sub && lastFile == "" {
+			if after >= prefix+sub {
 				// The file of this name, if any, was on an earlier page.
 				if _, err := t.s.Stat(ctx, prefix+sub); err == nil {
 					continue

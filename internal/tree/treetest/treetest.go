@@ -552,6 +552,21 @@ func testOtherDoor(t *testing.T, e Env) {
 		t.Fatalf("photos/2026 lists %v", got)
 	}
 	mustRead(t, e.FS, "photos/2026/01/x.jpg", "photos/2026/01/x.jpg")
+	// A key "clash" and keys under "clash/": the file wins, listed once,
+	// on one page or several.
+	for _, k := range []string{"odd/clash", "odd/clash!", "odd/clash/x"} {
+		if _, err := e.Store.Put(c, k, strings.NewReader(k), int64(len(k)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, limit := range []int{0, 1, 2} {
+		if got := names(t, e.FS, "odd", limit); fmt.Sprint(got) != "[clash clash!]" {
+			t.Fatalf("odd in pages of %d lists %v", limit, got)
+		}
+	}
+	if st, err := e.FS.Stat(c, "odd/clash"); err != nil || st.IsDir() {
+		t.Fatalf("odd/clash: %+v, %v", st, err)
+	}
 	// Files written through the tree read back through the store, with
 	// their mode and time as metadata.
 	mt := time.Date(2025, 12, 24, 18, 0, 0, 0, time.UTC)
