@@ -239,11 +239,9 @@ func (t *Tree) stat(ctx context.Context, p string) (Info, error) {
 	if len(l.Objects)+len(l.Prefixes) == 0 {
 		return Info{}, fs.ErrNotExist
 	}
-	i := Info{Path: p, Mode: DefaultDirMode | fs.ModeDir, Implied: true}
-	if len(l.Objects) > 0 {
-		i.ModTime = l.Objects[0].Modified
-	}
-	return i, nil
+	// An implied directory has no time of its own: zero, in Stat as in
+	// ReadDir (front ends show what their protocol wants).
+	return Info{Path: p, Mode: DefaultDirMode | fs.ModeDir, Implied: true}, nil
 }
 
 // Stat describes the file or directory at name.
@@ -338,11 +336,12 @@ func (t *Tree) ReadDir(ctx context.Context, name, after string, limit int) (entr
 					continue
 				}
 			}
-			i, err := t.stat(ctx, prefix+sub)
-			if err != nil {
-				if notExist(err) {
-					continue // removed meanwhile
-				}
+			// Keys under it make it a directory; its marker, if any,
+			// has its mode and time.
+			i := Info{Path: prefix + sub, Mode: DefaultDirMode | fs.ModeDir, Implied: true}
+			if o, err := t.s.Stat(ctx, key); err == nil {
+				i = infoOf(prefix+sub, o, true)
+			} else if !notExist(err) {
 				return nil, "", perr("readdir", p, err)
 			}
 			entries = append(entries, i)
