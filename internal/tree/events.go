@@ -72,8 +72,8 @@ func (t *Tree) Subscribe(buf int) (<-chan Event, func()) {
 		// subscriber's own operations.
 		ctx, cancel := context.WithCancel(context.Background())
 		keys, err := t.s.Watch(ctx)
-		t.stop, t.done = cancel, make(chan struct{})
-		go t.watch(keys, err, t.done)
+		t.stop = cancel
+		go t.watch(keys, err)
 	}
 	t.mu.Unlock()
 	return s.ch, func() {
@@ -92,8 +92,7 @@ func (t *Tree) Subscribe(buf int) (<-chan Event, func()) {
 }
 
 // watch relays the store's changes while there are subscribers.
-func (t *Tree) watch(keys <-chan []string, err error, done chan struct{}) {
-	defer close(done)
+func (t *Tree) watch(keys <-chan []string, err error) {
 	if err != nil {
 		t.publish(Event{Kind: KindOverflow})
 		return

@@ -106,7 +106,6 @@ type Tree struct {
 	mu   sync.Mutex // subscribers and the watcher
 	subs map[*sub]bool
 	stop context.CancelFunc // the store watcher, running while subs is not empty
-	done chan struct{}
 }
 
 // New returns the tree of store s.
