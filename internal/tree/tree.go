@@ -312,6 +312,9 @@ func (t *Tree) ReadDir(ctx context.Context, name, after string, limit int) (entr
 			if limit > 0 && len(entries) == limit {
 				return entries, cursor, nil
 			}
+			if !strings.HasPrefix(key, prefix) || key <= cursor {
+				continue // not what was asked for: a store's mistake
+			}
 			cursor = key
 			rest := key[len(prefix):]
 			if obj != nil {
@@ -684,7 +687,9 @@ func (t *Tree) Rename(ctx context.Context, from, to string, opt RenameOptions) e
 			return perr("rename", src, err)
 		}
 		for _, o := range keys {
-			move(o, dst+"/"+o.Key[len(src)+1:])
+			if rest, ok := strings.CutPrefix(o.Key, src+"/"); ok {
+				move(o, dst+"/"+rest)
+			}
 		}
 	}
 	// A replaced directory's marker goes unless src brings one.

@@ -598,6 +598,18 @@ func testOtherDoor(t *testing.T, e Env) {
 	if _, err := e.Store.Stat(c, "photos/2026/01/x.jpg"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("old key after rename: %v", err)
 	}
+	// A batch with a copy from a missing key fails whole, with fs's
+	// error, and writes nothing; so does one with an empty key.
+	err = e.Store.Apply(c, []tree.Op{{Key: "pics/copy", From: "top.txt"}, {Key: "pics/copy2", From: "missing"}, {Key: "top.txt", Delete: true}})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("batch with a missing source: %v", err)
+	}
+	err = e.Store.Apply(c, []tree.Op{{Key: "pics/copy", From: "top.txt"}, {Key: "", From: "top.txt"}})
+	if !errors.Is(err, fs.ErrInvalid) {
+		t.Fatalf("batch with an empty key: %v", err)
+	}
+	gone(t, e.FS, "pics/copy")
+	mustRead(t, e.FS, "top.txt", "top.txt")
 	// An implied directory whose last file goes stays, with a marker.
 	if err := e.FS.Remove(c, "pics/2026/02/y.jpg", tree.RemoveOptions{}); err != nil {
 		t.Fatal(err)
