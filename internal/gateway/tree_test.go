@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,9 +30,14 @@ import (
 // entry and stores more as grid objects.
 func openTreeGateway(t testing.TB, g *testgrid.Grid, inline int) *gateway.Gateway {
 	t.Helper()
+	return openTreeGatewayIn(t, g, t.TempDir(), inline)
+}
+
+func openTreeGatewayIn(t testing.TB, g *testgrid.Grid, dir string, inline int) *gateway.Gateway {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	gw, err := gateway.Open(ctx, gateway.Config{Dir: t.TempDir(), Nodes: g.NodeClient(), Objects: g.Objects(object.Options{}),
+	gw, err := gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: g.NodeClient(), Objects: g.Objects(object.Options{}),
 		NoSync: true, SyncEvery: 200 * time.Millisecond, Inline: inline})
 	if err != nil {
 		t.Fatal(err)
@@ -145,6 +152,47 @@ func TestTreeS3(t *testing.T) {
 	out.Body.Close()
 	if string(body) != big || out.Metadata["mtime"] == "" {
 		t.Fatalf("renamed object through S3: %d bytes, metadata %v", len(body), out.Metadata)
+	}
+}
+
+// TestTreeEventsFromAnotherGateway: a write through another gateway that
+// serves the same bucket reaches a subscriber of this gateway's tree as
+// KindChanged once this gateway's replica pulls it.
+func TestTreeEventsFromAnotherGateway(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 3})
+	dir1, dir2 := t.TempDir(), t.TempDir()
+	gw1 := openTreeGatewayIn(t, g, dir1, 0)
+	ctx := context.Background()
+	if err := gw1.CreateBucket(ctx, "shared", ""); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := os.ReadFile(filepath.Join(dir1, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir2, "registry"), reg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw2 := openTreeGatewayIn(t, g, dir2, 0)
+	tr := gw1.Tree("shared")
+	ch, cancel := tr.Subscribe(64)
+	defer cancel()
+	if _, err := gw2.Put(ctx, "shared", "elsewhere/k", strings.NewReader("x"), 1, gateway.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.Kind == tree.KindChanged && ev.Path == "elsewhere/k" {
+				if st, err := tr.Stat(ctx, "elsewhere"); err != nil || !st.IsDir() {
+					t.Fatalf("after the event: %+v, %v", st, err)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no event for the other gateway's write")
+		}
 	}
 }
 
