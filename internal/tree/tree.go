@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Errors besides io/fs's (fs.ErrNotExist, fs.ErrExist, fs.ErrInvalid),
@@ -133,6 +134,11 @@ func clean(op, name string) (string, error) {
 
 func perr(op, p string, err error) error {
 	return &fs.PathError{Op: op, Path: "/" + p, Err: err}
+}
+
+// validName reports whether n can be one element of a path.
+func validName(n string) bool {
+	return n != "" && n != "." && n != ".." && !strings.ContainsAny(n, "/\x00") && utf8.ValidString(n)
 }
 
 // dirKey is the marker key of a directory, and the prefix of the keys
@@ -318,7 +324,7 @@ func (t *Tree) ReadDir(ctx context.Context, name, after string, limit int) (entr
 			cursor = key
 			rest := key[len(prefix):]
 			if obj != nil {
-				if rest == "" || !fs.ValidPath(rest) {
+				if !validName(rest) {
 					continue // the directory's own marker, or an odd key
 				}
 				entries = append(entries, infoOf(prefix+rest, *obj, false))
@@ -326,7 +332,7 @@ func (t *Tree) ReadDir(ctx context.Context, name, after string, limit int) (entr
 				continue
 			}
 			sub := strings.TrimSuffix(rest, "/")
-			if !fs.ValidPath(sub) || strings.Contains(sub, "/") {
+			if !validName(sub) {
 				continue
 			}
 			if files[sub] {

@@ -553,8 +553,9 @@ func testOtherDoor(t *testing.T, e Env) {
 	}
 	mustRead(t, e.FS, "photos/2026/01/x.jpg", "photos/2026/01/x.jpg")
 	// A key "clash" and keys under "clash/": the file wins, listed once,
-	// on one page or several.
-	for _, k := range []string{"odd/clash", "odd/clash!", "odd/clash/x"} {
+	// on one page or several. Keys with elements that are not names are
+	// not listed.
+	for _, k := range []string{"odd/clash", "odd/clash!", "odd/clash/x", "odd/.", "odd/./y", "odd//z", "odd/../w"} {
 		if _, err := e.Store.Put(c, k, strings.NewReader(k), int64(len(k)), nil); err != nil {
 			t.Fatal(err)
 		}
