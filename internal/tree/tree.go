@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -35,11 +36,23 @@ import (
 // which the tree uses where they fit. Every error of a path operation is
 // an *fs.PathError wrapping one of them (or the store's error); for a
 // rename its path is the one at fault.
+// They also match the errno a system call would fail with
+// (errors.Is(err, syscall.ENOTEMPTY)), which FUSE and SFTP answer with.
 var (
-	ErrNotEmpty = errors.New("tree: directory not empty")
-	ErrIsDir    = errors.New("tree: is a directory")
-	ErrNotDir   = errors.New("tree: not a directory")
+	ErrNotEmpty error = &errnoError{"tree: directory not empty", syscall.ENOTEMPTY}
+	ErrIsDir    error = &errnoError{"tree: is a directory", syscall.EISDIR}
+	ErrNotDir   error = &errnoError{"tree: not a directory", syscall.ENOTDIR}
 )
+
+type errnoError struct {
+	msg   string
+	errno syscall.Errno
+}
+
+func (e *errnoError) Error() string { return e.msg }
+
+// Is matches the errno too.
+func (e *errnoError) Is(target error) bool { return target == e.errno }
 
 // Metadata keys the tree keeps in objects.
 const (

@@ -2,8 +2,11 @@ package tree_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,5 +146,33 @@ func TestTreeMetadataFromS3(t *testing.T) {
 	o, _ := s.Stat(ctx, "bad")
 	if err != nil || st.Mode != tree.DefaultFileMode || !st.ModTime.Equal(o.Modified) {
 		t.Errorf("bad metadata: %+v, %v", st, err)
+	}
+}
+
+// TestTreeErrno: the tree's errors match the errnos front ends answer
+// with, and io/fs's where they have one.
+func TestTreeErrno(t *testing.T) {
+	ctx := context.Background()
+	tr := tree.New(tree.NewMemStore())
+	if err := tr.Mkdir(ctx, "d", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Create(ctx, "d/f", strings.NewReader("x"), tree.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Remove(ctx, "d", tree.RemoveOptions{}); !errors.Is(err, syscall.ENOTEMPTY) || !errors.Is(err, tree.ErrNotEmpty) {
+		t.Errorf("remove a full directory: %v", err)
+	}
+	if _, err := tr.Create(ctx, "d", strings.NewReader("x"), tree.CreateOptions{}); !errors.Is(err, syscall.EISDIR) {
+		t.Errorf("create onto a directory: %v", err)
+	}
+	if err := tr.Mkdir(ctx, "d/f/g", 0); !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("mkdir under a file: %v", err)
+	}
+	if _, err := tr.Stat(ctx, "nope"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stat of nothing: %v", err)
+	}
+	if errors.Is(tree.ErrIsDir, syscall.ENOTDIR) {
+		t.Error("ErrIsDir matches ENOTDIR")
 	}
 }
