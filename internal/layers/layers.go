@@ -95,6 +95,9 @@ var packages = map[string]Layer{
 	"internal/nsclient": Namespaces,
 	// nsnode assembles a storage node with its namespace replica.
 	"internal/nsnode": Namespaces,
+	// tree is a file tree over a Store interface of its own: it imports
+	// nothing of Quilt, and the gateway implements the interface.
+	"internal/tree": Namespaces,
 
 	"internal/gateway":          FrontEnds,
 	"internal/gateway/s3":       FrontEnds,
@@ -110,6 +113,7 @@ var packages = map[string]Layer{
 
 	"internal/testgrid":                  TestSupport,
 	"internal/sharestore/sharestoretest": TestSupport,
+	"internal/tree/treetest":             TestSupport,
 }
 
 // commandRoots are the directories whose packages are commands.

@@ -2,6 +2,7 @@ package testgrid
 
 import (
 	"context"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -103,4 +104,53 @@ func (s throttledShare) ReadAt(p []byte, off int64) (int, error) {
 		time.Sleep(time.Duration(float64(len(p)) / float64(r) * float64(time.Second)))
 	}
 	return s.Share.ReadAt(p, off)
+}
+
+// Bytes counts the share bytes a node's store takes in (uploads) and
+// gives out (reads), for tests that check an operation moves no data.
+type Bytes struct {
+	In, Out atomic.Int64
+}
+
+// Count wraps a store so that c counts the bytes of every share put into
+// it and read from it.
+func Count(s sharestore.Store, c *Bytes) sharestore.Store { return counting{s, c} }
+
+type counting struct {
+	sharestore.Store
+	c *Bytes
+}
+
+func (s counting) Put(ctx context.Context, key sharestore.Key, r io.Reader, size int64, lease sharestore.Lease) (sharestore.Info, error) {
+	return s.Store.Put(ctx, key, countReader{r, &s.c.In}, size, lease)
+}
+
+func (s counting) Open(ctx context.Context, key sharestore.Key) (sharestore.Share, error) {
+	sh, err := s.Store.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return countedShare{sh, &s.c.Out}, nil
+}
+
+type countReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+type countedShare struct {
+	sharestore.Share
+	n *atomic.Int64
+}
+
+func (s countedShare) ReadAt(p []byte, off int64) (int, error) {
+	n, err := s.Share.ReadAt(p, off)
+	s.n.Add(int64(n))
+	return n, err
 }
