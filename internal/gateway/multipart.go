@@ -44,6 +44,8 @@ type Part struct {
 	Cap    string    `json:"cap,omitempty"`
 	Inline []byte    `json:"inline,omitempty"`
 	Time   time.Time `json:"time"`
+	// Checksums are the part's x-amz-checksum values, by algorithm.
+	Checksums map[string]string `json:"sums,omitempty"`
 }
 
 // Upload is a multipart upload in progress.
@@ -140,8 +142,10 @@ func (g *Gateway) upload(ctx context.Context, bucketName, key, id string) (Uploa
 	return u, b, nil
 }
 
-// PutPart stores part number n (1..10000) of an upload.
-func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int, r io.Reader, size int64, want []byte) (Part, error) {
+// PutPart stores part number n (1..10000) of an upload. want, if set, is
+// the MD5 the part must have; sums, if set, is called once the body has
+// been read whole and returns the part's checksums, by algorithm.
+func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int, r io.Reader, size int64, want []byte, sums func() map[string]string) (Part, error) {
 	if n < 1 || n > MaxParts {
 		return Part{}, fmt.Errorf("%w: part number %d outside 1..%d", ErrBadPart, n, MaxParts)
 	}
@@ -153,6 +157,9 @@ func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int
 		return Part{}, err
 	}
 	p := Part{Number: n, Time: time.Now().UTC(), Size: st.size, Cap: st.cap, Inline: st.inline, ETag: hex.EncodeToString(st.md5)}
+	if sums != nil {
+		p.Checksums = sums()
+	}
 	body, _ := json.Marshal(p)
 	return p, g.write(ctx, &g.registry, fmt.Sprintf("%s/%05d", uploadDir(id), n), func(w *dag.Writer, a dag.Hash, hs []dag.Hash, name string) (*dag.Entry, []*dag.Block) {
 		return w.File(a, hs, name, body)
@@ -222,11 +229,17 @@ func (g *Gateway) uploadsOf(b *bucket) ([]Upload, error) {
 type PartRef struct {
 	Number int
 	ETag   string // hex, quotes removed
+	// Checksums the client gives for the part, by algorithm: each must
+	// be the one the part was uploaded with.
+	Checksums map[string]string
 }
 
 // CompleteUpload writes the object from the listed parts, in order: every
 // part but the last must be at least minPart bytes; the ETag is S3's
-// MD5 of the parts' MD5s, "-N".
+// MD5 of the parts' MD5s, "-N". When the upload named a checksum
+// algorithm and every part carried that checksum, the object's checksum
+// is computed from theirs (COMPOSITE or FULL_OBJECT, as the upload
+// said).
 func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64) (ObjectInfo, error) {
 	u, b, err := g.upload(ctx, bucketName, key, id)
 	if err != nil {
@@ -256,6 +269,11 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 		if i < len(refs)-1 && p.Size < minPart {
 			return ObjectInfo{}, fmt.Errorf("%w: part %d is smaller than %d bytes and not the last", ErrBadPart, ref.Number, minPart)
 		}
+		for alg, v := range ref.Checksums {
+			if p.Checksums[alg] != v {
+				return ObjectInfo{}, fmt.Errorf("%w: part %d's %s checksum is not the one it was uploaded with", ErrBadPart, ref.Number, alg)
+			}
+		}
 		raw, _ := hex.DecodeString(p.ETag)
 		sum.Write(raw)
 		p.Time = time.Time{}
@@ -263,6 +281,15 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 		info.Size += p.Size
 	}
 	info.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(sum.Sum(nil)), len(refs))
+	if alg := u.Options.ChecksumAlgorithm; alg != "" {
+		typ := u.Options.ChecksumType
+		if typ == "" {
+			typ = DefaultChecksumType(alg)
+		}
+		if v := multipartChecksum(alg, typ, info.Parts); v != "" {
+			info.Checksums, info.ChecksumType = map[string]string{alg: v}, typ
+		}
+	}
 	p, _ := keyPath(key)
 	rec := encodeRecord(info, nil)
 	var entry dag.Hash

@@ -173,6 +173,7 @@ type request struct {
 	raw    *rawBody    // the body as it comes off the connection
 	body   io.Reader   // the body decoded and checked (signature, checksums)
 	dec    *bodyErrors // errors body returned
+	sums   *sumReader  // the body's checksums
 	length int64
 	bucket string
 	object string
@@ -339,7 +340,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.fail(err)
 		return
 	}
-	q.dec = &bodyErrors{r: headerChecks(r.Header, res.Body)}
+	q.sums = newSums(r.Header, res.Body)
+	q.dec = &bodyErrors{r: q.sums}
 	q.body, q.length = q.dec, res.Length
 	s.route(q)
 }
