@@ -51,6 +51,9 @@ var ops = map[opKey]op{
 	{onBucket, "GET", "location", false, false}: {"GetBucketLocation", gateway.Read, false, (*Server).location},
 	{onBucket, "GET", "uploads", false, false}:  {"ListMultipartUploads", gateway.Read, false, (*Server).listUploads},
 	{onBucket, "POST", "delete", false, false}:  {"DeleteObjects", gateway.Write, false, (*Server).deleteObjects},
+	{onBucket, "PUT", "cors", false, false}:     {"PutBucketCors", gateway.Owner, false, (*Server).putCORS},
+	{onBucket, "GET", "cors", false, false}:     {"GetBucketCors", gateway.Read, false, (*Server).getCORS},
+	{onBucket, "DELETE", "cors", false, false}:  {"DeleteBucketCors", gateway.Owner, false, (*Server).deleteCORS},
 
 	{onObject, "PUT", "", false, false}:         {"PutObject", gateway.Write, false, (*Server).putObject},
 	{onObject, "PUT", "", false, true}:          {"CopyObject", gateway.Write, false, (*Server).copyObject},

@@ -325,6 +325,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	q.bucket, q.object, _ = strings.Cut(path, "/")
+	// CORS needs no signature: a browser sends the preflight without
+	// one, and an actual request's answer must carry the headers even
+	// when it is an error.
+	if r.Method == http.MethodOptions {
+		s.preflight(q)
+		return
+	}
+	s.corsActual(q)
 	// The key the signature names is looked up once, for its secret and
 	// for its permissions.
 	v := sigv4.Verifier{Secret: func(id string) (string, bool) {
