@@ -333,6 +333,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.corsActual(q)
+	// A browser's form upload carries its signature in the form.
+	if isPostObject(r, q.bucket, q.object) {
+		s.postObject(q)
+		return
+	}
 	// The key the signature names is looked up once, for its secret and
 	// for its permissions.
 	v := sigv4.Verifier{Secret: func(id string) (string, bool) {
