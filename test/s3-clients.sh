@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real S3 clients against `quilt up` (10 nodes and the gateway, on
 # 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api), boto3, and rclone
-# (copy, check and sync of a tree of 1,000 files). Installs what it needs:
+# (copy, check and sync of a tree of 1,000 files), then headless Chromium
+# (test/s3-browser: presigned POST uploads, CORS). Installs what it needs:
 # pinned awscli and boto3 in a venv under ~/.cache, rclone with apt. Fails if a
 # client cannot be installed: nothing is skipped.
 set -euo pipefail
@@ -132,5 +133,8 @@ rc sync "$work/rtree" q:rclone/tree
 rc check "$work/rtree" q:rclone/tree
 out=$(rc ls q:rclone/tree)
 test "$(wc -l <<<"$out")" = 999
+
+say "browser: presigned POST and CORS in headless Chromium (test/s3-browser)"
+QUILT_PYTHON="$venv/bin/python" bash "$root/test/s3-browser/run.sh"
 
 say "all S3 clients passed"
