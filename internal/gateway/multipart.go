@@ -31,6 +31,11 @@ var (
 	// ErrUploadsOpen means a bucket cannot be deleted while multipart
 	// uploads into it are in progress.
 	ErrUploadsOpen = errors.New("gateway: bucket has multipart uploads in progress")
+	// ErrChecksum means a checksum given for an object is not its own.
+	ErrChecksum = errors.New("gateway: checksum does not match")
+	// ErrChecksumType means a checksum was given of an algorithm (or
+	// type) the object has no checksum of.
+	ErrChecksumType = errors.New("gateway: checksum algorithm does not match the upload's")
 )
 
 // MaxParts is S3's limit on the parts of one upload.
@@ -239,8 +244,11 @@ type PartRef struct {
 // MD5 of the parts' MD5s, "-N". When the upload named a checksum
 // algorithm and every part carried that checksum, the object's checksum
 // is computed from theirs (COMPOSITE or FULL_OBJECT, as the upload
-// said).
-func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64) (ObjectInfo, error) {
+// said). want, if given, are whole-object checksums the client computed
+// (by algorithm): each must be the object's (ErrChecksum, or
+// ErrChecksumType if the upload has no checksum of that algorithm), or
+// nothing is written.
+func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64, want map[string]string) (ObjectInfo, error) {
 	u, b, err := g.upload(ctx, bucketName, key, id)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -288,6 +296,16 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 		}
 		if v := multipartChecksum(alg, typ, info.Parts); v != "" {
 			info.Checksums, info.ChecksumType = map[string]string{alg: v}, typ
+		}
+	}
+	for alg, v := range want {
+		have, ok := info.Checksums[alg]
+		if !ok {
+			return ObjectInfo{}, fmt.Errorf("%w: the upload has no %s checksum", ErrChecksumType, alg)
+		}
+		// A COMPOSITE value may be given with or without its "-N".
+		if v != have && v+fmt.Sprintf("-%d", len(info.Parts)) != have {
+			return ObjectInfo{}, fmt.Errorf("%w: %s", ErrChecksum, alg)
 		}
 	}
 	p, _ := keyPath(key)

@@ -54,7 +54,7 @@ func TestUploadBelongsToBucketInstance(t *testing.T) {
 	if _, err := gw.PutPart(ctx, "reused", "k", u.ID, 2, strings.NewReader("x"), 1, nil, nil); !errors.Is(err, ErrNoUpload) {
 		t.Fatalf("put part: %v", err)
 	}
-	if _, err := gw.CompleteUpload(ctx, "reused", "k", u.ID, []PartRef{{Number: 1, ETag: p.ETag}}, 0); !errors.Is(err, ErrNoUpload) {
+	if _, err := gw.CompleteUpload(ctx, "reused", "k", u.ID, []PartRef{{Number: 1, ETag: p.ETag}}, 0, nil); !errors.Is(err, ErrNoUpload) {
 		t.Fatalf("complete: %v", err)
 	}
 	if err := gw.AbortUpload(ctx, "reused", "k", u.ID); !errors.Is(err, ErrNoUpload) {

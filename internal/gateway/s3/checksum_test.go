@@ -136,7 +136,7 @@ func TestMultipartChecksums(t *testing.T) {
 	p1 := bytes.Repeat([]byte("a"), 5<<20)
 	p2 := []byte("tail")
 	whole := append(append([]byte{}, p1...), p2...)
-	upload := func(key string, alg types.ChecksumAlgorithm, typ types.ChecksumType) *awss3.CompleteMultipartUploadOutput {
+	upload := func(key string, alg types.ChecksumAlgorithm, typ types.ChecksumType, whole ...string) *awss3.CompleteMultipartUploadOutput {
 		t.Helper()
 		cu, err := c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String(key),
 			ChecksumAlgorithm: alg, ChecksumType: typ})
@@ -153,8 +153,21 @@ func TestMultipartChecksums(t *testing.T) {
 			parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: up.ETag,
 				ChecksumCRC32: up.ChecksumCRC32, ChecksumSHA256: up.ChecksumSHA256, ChecksumCRC64NVME: up.ChecksumCRC64NVME})
 		}
-		out, err := c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String(key),
-			UploadId: cu.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+		in := &awss3.CompleteMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String(key),
+			UploadId: cu.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}
+		if len(whole) > 0 {
+			// A whole-object checksum the client computed; a wrong one
+			// first, which completes nothing.
+			in.ChecksumType, in.ChecksumCRC64NVME = typ, aws.String(b64crc64nvme([]byte("other")))
+			if _, err := c.CompleteMultipartUpload(ctx, in); code(err) != "BadDigest" {
+				t.Fatalf("complete with a wrong whole-object checksum: %v", err)
+			}
+			if _, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("mpu"), Key: aws.String(key)}); err == nil {
+				t.Fatal("completed with a wrong whole-object checksum")
+			}
+			in.ChecksumCRC64NVME = aws.String(whole[0])
+		}
+		out, err := c.CompleteMultipartUpload(ctx, in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,9 +195,22 @@ func TestMultipartChecksums(t *testing.T) {
 		t.Fatalf("complete sha256: %q, want %q", aws.ToString(out.ChecksumSHA256), want)
 	}
 
-	out = upload("crc64", types.ChecksumAlgorithmCrc64nvme, types.ChecksumTypeFullObject)
+	out = upload("crc64", types.ChecksumAlgorithmCrc64nvme, types.ChecksumTypeFullObject, b64crc64nvme(whole))
 	if aws.ToString(out.ChecksumCRC64NVME) != b64crc64nvme(whole) || out.ChecksumType != types.ChecksumTypeFullObject {
 		t.Fatalf("complete crc64nvme: %q %q, want %q", aws.ToString(out.ChecksumCRC64NVME), out.ChecksumType, b64crc64nvme(whole))
+	}
+
+	// A copy keeps a FULL_OBJECT checksum; a COMPOSITE one describes
+	// parts, and the copy gets its own CRC64NVME.
+	for src, want := range map[string]string{"crc64": b64crc64nvme(whole), "crc32": b64crc64nvme(whole)} {
+		if _, err := c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: aws.String("mpu"), Key: aws.String("copy-" + src),
+			CopySource: aws.String("mpu/" + src)}); err != nil {
+			t.Fatal(err)
+		}
+		h, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("mpu"), Key: aws.String("copy-" + src), ChecksumMode: types.ChecksumModeEnabled})
+		if err != nil || aws.ToString(h.ChecksumCRC64NVME) != want || h.ChecksumCRC32 != nil || h.ChecksumType != types.ChecksumTypeFullObject {
+			t.Fatalf("copy of %s: %v %q %v %q", src, err, aws.ToString(h.ChecksumCRC64NVME), h.ChecksumCRC32, h.ChecksumType)
+		}
 	}
 
 	// S3's combinations only.

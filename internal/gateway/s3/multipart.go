@@ -113,6 +113,7 @@ func (s *Server) completeUpload(q *request) {
 			checksumXML
 		} `xml:"Part"`
 	}
+	q.sums.describesObject()
 	body, err := io.ReadAll(io.LimitReader(q.body, 4<<20))
 	if err != nil {
 		q.fail(err)
@@ -126,7 +127,19 @@ func (s *Server) completeUpload(q *request) {
 	for i, p := range in.Parts {
 		refs[i] = gateway.PartRef{Number: p.PartNumber, ETag: strings.Trim(p.ETag, `"`), Checksums: p.sums()}
 	}
-	info, err := s.gw.CompleteUpload(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart)
+	// x-amz-checksum-ALG headers here are the whole object's checksum.
+	var want map[string]string
+	for name, v := range q.r.Header {
+		if alg, ok := strings.CutPrefix(strings.ToLower(name), "x-amz-checksum-"); ok && len(v) > 0 {
+			if _, known := gateway.NewChecksum(alg); known {
+				if want == nil {
+					want = map[string]string{}
+				}
+				want[alg] = strings.TrimSpace(v[0])
+			}
+		}
+	}
+	info, err := s.gw.CompleteUpload(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart, want)
 	if err != nil {
 		q.fail(err)
 		return

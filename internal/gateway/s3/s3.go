@@ -149,6 +149,10 @@ func mapErr(err error) *Error {
 		return errIncomplete
 	case errors.Is(err, gateway.ErrNoUpload):
 		return s3err("NoSuchUpload", 404, "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.")
+	case errors.Is(err, gateway.ErrChecksum):
+		return s3err("BadDigest", 400, "The x-amz-checksum you specified did not match the calculated checksum of the object.")
+	case errors.Is(err, gateway.ErrChecksumType):
+		return s3err("InvalidRequest", 400, "The checksum you specified is not of the upload's checksum algorithm and type.")
 	case errors.Is(err, gateway.ErrBadPart):
 		return s3err("InvalidPart", 400, err.Error())
 	}
