@@ -112,6 +112,23 @@ try:
     raise SystemExit("wrong secret accepted")
 except botocore.exceptions.ClientError as e:
     assert e.response["Error"]["Code"] == "SignatureDoesNotMatch", e.response
+# Checksums: kept with the object and returned with ChecksumMode, a
+# wrong one refused; a multipart upload with the SDK's default checksum
+# gets one computed from its parts, which botocore checks on the GET.
+import base64, hashlib, io, boto3.s3.transfer
+s3.put_object(Bucket="boto", Key="sum/sha", Body=b"abc", ChecksumAlgorithm="SHA256")
+h = s3.head_object(Bucket="boto", Key="sum/sha", ChecksumMode="ENABLED")
+assert h["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(b"abc").digest()).decode(), h
+try:
+    s3.put_object(Bucket="boto", Key="sum/bad", Body=b"abc", ChecksumCRC32=base64.b64encode(b"\0\0\0\0").decode())
+    raise SystemExit("wrong checksum accepted")
+except botocore.exceptions.ClientError as e:
+    assert e.response["Error"]["Code"] == "BadDigest", e.response
+big = os.urandom(12 << 20)
+s3.upload_fileobj(io.BytesIO(big), "boto", "sum/multipart", Config=boto3.s3.transfer.TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20))
+h = s3.head_object(Bucket="boto", Key="sum/multipart", ChecksumMode="ENABLED")
+assert h["ETag"].endswith('-3"') and any(k.startswith("Checksum") and k != "ChecksumType" for k in h), h
+assert s3.get_object(Bucket="boto", Key="sum/multipart", ChecksumMode="ENABLED")["Body"].read() == big
 print("boto3 ok")
 PY
 
