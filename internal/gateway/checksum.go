@@ -25,10 +25,6 @@ const (
 	FullObject = "FULL_OBJECT"
 )
 
-// ChecksumAlgorithms are the algorithms S3 names, lower case, as they
-// follow x-amz-checksum-.
-var ChecksumAlgorithms = []string{"crc32", "crc32c", "crc64nvme", "sha1", "sha256"}
-
 // crc64NVME is CRC-64/NVME, reflected as hash/crc64 wants it.
 var crc64NVME = sync.OnceValue(func() *crc64.Table { return crc64.MakeTable(0x9a6c9329ac4bc9b5) })
 
@@ -42,8 +38,9 @@ var crcPoly = map[string]struct {
 	"crc64nvme": {0x9a6c9329ac4bc9b5, 64},
 }
 
-// NewChecksum returns a new hash of algorithm alg (lower case); ok is
-// false for an unknown algorithm.
+// NewChecksum returns a new hash of algorithm alg, lower case as it
+// follows x-amz-checksum- (crc32, crc32c, crc64nvme, sha1, sha256); ok is
+// false for another.
 func NewChecksum(alg string) (h hash.Hash, ok bool) {
 	switch alg {
 	case "crc32":
