@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real S3 clients against `quilt up` (10 nodes and the gateway, on
 # 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api), boto3, and rclone
-# (copy, check and sync of a tree of 1,000 files). Installs what it needs:
+# (copy, check and sync of a tree of 1,000 files), then headless Chromium
+# (test/s3-browser: presigned POST uploads, CORS). Installs what it needs:
 # pinned awscli and boto3 in a venv under ~/.cache, rclone with apt. Fails if a
 # client cannot be installed: nothing is skipped.
 set -euo pipefail
@@ -111,6 +112,23 @@ try:
     raise SystemExit("wrong secret accepted")
 except botocore.exceptions.ClientError as e:
     assert e.response["Error"]["Code"] == "SignatureDoesNotMatch", e.response
+# Checksums: kept with the object and returned with ChecksumMode, a
+# wrong one refused; a multipart upload with the SDK's default checksum
+# gets one computed from its parts, which botocore checks on the GET.
+import base64, hashlib, io, boto3.s3.transfer
+s3.put_object(Bucket="boto", Key="sum/sha", Body=b"abc", ChecksumAlgorithm="SHA256")
+h = s3.head_object(Bucket="boto", Key="sum/sha", ChecksumMode="ENABLED")
+assert h["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(b"abc").digest()).decode(), h
+try:
+    s3.put_object(Bucket="boto", Key="sum/bad", Body=b"abc", ChecksumCRC32=base64.b64encode(b"\0\0\0\0").decode())
+    raise SystemExit("wrong checksum accepted")
+except botocore.exceptions.ClientError as e:
+    assert e.response["Error"]["Code"] == "BadDigest", e.response
+big = os.urandom(12 << 20)
+s3.upload_fileobj(io.BytesIO(big), "boto", "sum/multipart", Config=boto3.s3.transfer.TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20))
+h = s3.head_object(Bucket="boto", Key="sum/multipart", ChecksumMode="ENABLED")
+assert h["ETag"].endswith('-3"') and any(k.startswith("Checksum") and k != "ChecksumType" for k in h), h
+assert s3.get_object(Bucket="boto", Key="sum/multipart", ChecksumMode="ENABLED")["Body"].read() == big
 print("boto3 ok")
 PY
 
@@ -132,5 +150,8 @@ rc sync "$work/rtree" q:rclone/tree
 rc check "$work/rtree" q:rclone/tree
 out=$(rc ls q:rclone/tree)
 test "$(wc -l <<<"$out")" = 999
+
+say "browser: presigned POST and CORS in headless Chromium (test/s3-browser)"
+QUILT_PYTHON="$venv/bin/python" bash "$root/test/s3-browser/run.sh"
 
 say "all S3 clients passed"

@@ -31,6 +31,11 @@ var (
 	// ErrUploadsOpen means a bucket cannot be deleted while multipart
 	// uploads into it are in progress.
 	ErrUploadsOpen = errors.New("gateway: bucket has multipart uploads in progress")
+	// ErrChecksum means a checksum given for an object is not its own.
+	ErrChecksum = errors.New("gateway: checksum does not match")
+	// ErrChecksumType means a checksum was given of an algorithm (or
+	// type) the object has no checksum of.
+	ErrChecksumType = errors.New("gateway: checksum algorithm does not match the upload's")
 )
 
 // MaxParts is S3's limit on the parts of one upload.
@@ -44,6 +49,8 @@ type Part struct {
 	Cap    string    `json:"cap,omitempty"`
 	Inline []byte    `json:"inline,omitempty"`
 	Time   time.Time `json:"time"`
+	// Checksums are the part's x-amz-checksum values, by algorithm.
+	Checksums map[string]string `json:"sums,omitempty"`
 }
 
 // Upload is a multipart upload in progress.
@@ -140,8 +147,10 @@ func (g *Gateway) upload(ctx context.Context, bucketName, key, id string) (Uploa
 	return u, b, nil
 }
 
-// PutPart stores part number n (1..10000) of an upload.
-func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int, r io.Reader, size int64, want []byte) (Part, error) {
+// PutPart stores part number n (1..10000) of an upload. want, if set, is
+// the MD5 the part must have; sums, if set, is called once the body has
+// been read whole and returns the part's checksums, by algorithm.
+func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int, r io.Reader, size int64, want []byte, sums func() map[string]string) (Part, error) {
 	if n < 1 || n > MaxParts {
 		return Part{}, fmt.Errorf("%w: part number %d outside 1..%d", ErrBadPart, n, MaxParts)
 	}
@@ -153,6 +162,9 @@ func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int
 		return Part{}, err
 	}
 	p := Part{Number: n, Time: time.Now().UTC(), Size: st.size, Cap: st.cap, Inline: st.inline, ETag: hex.EncodeToString(st.md5)}
+	if sums != nil {
+		p.Checksums = sums()
+	}
 	body, _ := json.Marshal(p)
 	return p, g.write(ctx, &g.registry, fmt.Sprintf("%s/%05d", uploadDir(id), n), func(w *dag.Writer, a dag.Hash, hs []dag.Hash, name string) (*dag.Entry, []*dag.Block) {
 		return w.File(a, hs, name, body)
@@ -222,12 +234,21 @@ func (g *Gateway) uploadsOf(b *bucket) ([]Upload, error) {
 type PartRef struct {
 	Number int
 	ETag   string // hex, quotes removed
+	// Checksums the client gives for the part, by algorithm: each must
+	// be the one the part was uploaded with.
+	Checksums map[string]string
 }
 
 // CompleteUpload writes the object from the listed parts, in order: every
 // part but the last must be at least minPart bytes; the ETag is S3's
-// MD5 of the parts' MD5s, "-N".
-func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64) (ObjectInfo, error) {
+// MD5 of the parts' MD5s, "-N". When the upload named a checksum
+// algorithm and every part carried that checksum, the object's checksum
+// is computed from theirs (COMPOSITE or FULL_OBJECT, as the upload
+// said). want, if given, are whole-object checksums the client computed
+// (by algorithm): each must be the object's (ErrChecksum, or
+// ErrChecksumType if the upload has no checksum of that algorithm), or
+// nothing is written.
+func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64, want map[string]string) (ObjectInfo, error) {
 	u, b, err := g.upload(ctx, bucketName, key, id)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -256,6 +277,11 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 		if i < len(refs)-1 && p.Size < minPart {
 			return ObjectInfo{}, fmt.Errorf("%w: part %d is smaller than %d bytes and not the last", ErrBadPart, ref.Number, minPart)
 		}
+		for alg, v := range ref.Checksums {
+			if p.Checksums[alg] != v {
+				return ObjectInfo{}, fmt.Errorf("%w: part %d's %s checksum is not the one it was uploaded with", ErrBadPart, ref.Number, alg)
+			}
+		}
 		raw, _ := hex.DecodeString(p.ETag)
 		sum.Write(raw)
 		p.Time = time.Time{}
@@ -263,6 +289,25 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 		info.Size += p.Size
 	}
 	info.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(sum.Sum(nil)), len(refs))
+	if alg := u.Options.ChecksumAlgorithm; alg != "" {
+		typ := u.Options.ChecksumType
+		if typ == "" {
+			typ = DefaultChecksumType(alg)
+		}
+		if v := multipartChecksum(alg, typ, info.Parts); v != "" {
+			info.Checksums, info.ChecksumType = map[string]string{alg: v}, typ
+		}
+	}
+	for alg, v := range want {
+		have, ok := info.Checksums[alg]
+		if !ok {
+			return ObjectInfo{}, fmt.Errorf("%w: the upload has no %s checksum", ErrChecksumType, alg)
+		}
+		// A COMPOSITE value may be given with or without its "-N".
+		if v != have && v+fmt.Sprintf("-%d", len(info.Parts)) != have {
+			return ObjectInfo{}, fmt.Errorf("%w: %s", ErrChecksum, alg)
+		}
+	}
 	p, _ := keyPath(key)
 	rec := encodeRecord(info, nil)
 	var entry dag.Hash

@@ -30,8 +30,14 @@ type ObjectInfo struct {
 	Cap         string            `json:"cap,omitempty"` // read capability of the grid object; empty: inline
 	// Parts, for an object completed from a multipart upload: its bytes
 	// are the parts' in order (Cap is empty).
-	Parts   []Part   `json:"parts,omitempty"`
-	Version dag.Hash `json:"-"` // the namespace entry
+	Parts []Part `json:"parts,omitempty"`
+	// Checksums are the object's x-amz-checksum values, by algorithm
+	// (crc32, crc32c, crc64nvme, sha1, sha256): base64, "-N" appended to
+	// a multipart object's COMPOSITE one.
+	Checksums map[string]string `json:"sums,omitempty"`
+	// ChecksumType is COMPOSITE or FULL_OBJECT ("" when there is none).
+	ChecksumType string   `json:"sumtype,omitempty"`
+	Version      dag.Hash `json:"-"` // the namespace entry
 }
 
 // PutOptions are what a PUT says of an object besides its bytes.
@@ -44,6 +50,14 @@ type PutOptions struct {
 	// WantMD5, if set, is the MD5 the content must have (Content-MD5):
 	// on a mismatch nothing is written and ErrBadDigest returned.
 	WantMD5 []byte `json:"-"`
+	// Checksums, if set, is called once the body has been read whole
+	// (and checked) and returns the checksums to keep with the object.
+	Checksums func() map[string]string `json:"-"`
+	// ChecksumAlgorithm and ChecksumType, on a multipart upload, are
+	// the algorithm of its parts' checksums and the kind of the object's
+	// (COMPOSITE or FULL_OBJECT).
+	ChecksumAlgorithm string `json:"sumalg,omitempty"`
+	ChecksumType      string `json:"sumtype,omitempty"`
 }
 
 // ErrBadDigest means the content's MD5 is not the one announced.
@@ -114,6 +128,11 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	info.ETag = hex.EncodeToString(sum)
 	if opt.ETag != "" {
 		info.ETag = opt.ETag
+	}
+	if opt.Checksums != nil {
+		if info.Checksums = opt.Checksums(); len(info.Checksums) > 0 {
+			info.ChecksumType = FullObject
+		}
 	}
 	// The record (and an inline object's bytes) goes in one entry when it
 	// fits, not an entry and a chain of blocks: under a stream of small

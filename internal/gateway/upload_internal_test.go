@@ -30,7 +30,7 @@ func TestUploadBelongsToBucketInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := gw.PutPart(ctx, "reused", "k", u.ID, 1, strings.NewReader("first owner"), 11, nil)
+	p, err := gw.PutPart(ctx, "reused", "k", u.ID, 1, strings.NewReader("first owner"), 11, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,10 +51,10 @@ func TestUploadBelongsToBucketInstance(t *testing.T) {
 	if _, err := gw.Parts(ctx, "reused", "k", u.ID); !errors.Is(err, ErrNoUpload) {
 		t.Fatalf("parts: %v", err)
 	}
-	if _, err := gw.PutPart(ctx, "reused", "k", u.ID, 2, strings.NewReader("x"), 1, nil); !errors.Is(err, ErrNoUpload) {
+	if _, err := gw.PutPart(ctx, "reused", "k", u.ID, 2, strings.NewReader("x"), 1, nil, nil); !errors.Is(err, ErrNoUpload) {
 		t.Fatalf("put part: %v", err)
 	}
-	if _, err := gw.CompleteUpload(ctx, "reused", "k", u.ID, []PartRef{{1, p.ETag}}, 0); !errors.Is(err, ErrNoUpload) {
+	if _, err := gw.CompleteUpload(ctx, "reused", "k", u.ID, []PartRef{{Number: 1, ETag: p.ETag}}, 0, nil); !errors.Is(err, ErrNoUpload) {
 		t.Fatalf("complete: %v", err)
 	}
 	if err := gw.AbortUpload(ctx, "reused", "k", u.ID); !errors.Is(err, ErrNoUpload) {

@@ -2,20 +2,14 @@ package s3
 
 import (
 	"bytes"
-	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/base64"
 	"hash"
-	"hash/crc32"
-	"hash/crc64"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
-)
 
-// crc64NVME is CRC-64/NVME, reflected as hash/crc64 wants it.
-var crc64NVME = sync.OnceValue(func() *crc64.Table { return crc64.MakeTable(0x9a6c9329ac4bc9b5) })
+	"github.com/quilt-grid/quilt/internal/gateway"
+)
 
 // checksumOf returns a new hash for an x-amz-checksum-ALG header name
 // (lower case); ok is false for other names (x-amz-checksum-mode,
@@ -25,44 +19,48 @@ func checksumOf(name string) (hash.Hash, bool) {
 	if !found {
 		return nil, false
 	}
-	switch alg {
-	case "crc32":
-		return crc32.NewIEEE(), true
-	case "crc32c":
-		return crc32.New(crc32.MakeTable(crc32.Castagnoli)), true
-	case "crc64nvme":
-		return crc64.New(crc64NVME()), true
-	case "sha1":
-		return sha1.New(), true
-	case "sha256":
-		return sha256.New(), true
-	}
-	return nil, false
+	return gateway.NewChecksum(alg)
 }
 
-// headerChecks wraps body so that the x-amz-checksum-* headers of the
-// request are checked when it ends: a mismatch (or a value that does not
-// decode) is returned by Read instead of io.EOF, as BadDigest, so the
-// object is not stored.
-func headerChecks(h http.Header, body io.Reader) io.Reader {
-	var cr *checksumReader
+// defaultChecksum is the checksum computed of a body that names none, as
+// S3 does since 2025.
+const defaultChecksum = "crc64nvme"
+
+// newSums wraps body so that its checksums are computed as it streams:
+// those of the x-amz-checksum-* headers, checked when it ends (a mismatch,
+// or a value that does not decode, is returned by Read instead of io.EOF,
+// as BadDigest, so the object is not stored); those the x-amz-trailer
+// header names (sigv4 checks the trailer's values before the body's end);
+// or, if the request names none, CRC64NVME.
+func newSums(h http.Header, body io.Reader) *sumReader {
+	cr := &sumReader{r: body}
+	seen := map[string]bool{}
 	for name, v := range h {
 		ln := strings.ToLower(name)
 		hs, ok := checksumOf(ln)
 		if !ok || len(v) == 0 {
 			continue
 		}
-		if cr == nil {
-			cr = &checksumReader{r: body}
-		}
 		want, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v[0]))
-		if err != nil {
-			want = nil
+		if err != nil || len(want) == 0 {
+			want = []byte{} // never matches
 		}
+		seen[ln] = true
 		cr.checks = append(cr.checks, headerCheck{name: ln, h: hs, want: want})
 	}
-	if cr == nil {
-		return body
+	for _, v := range h.Values("X-Amz-Trailer") {
+		for name := range strings.SplitSeq(v, ",") {
+			ln := strings.ToLower(strings.TrimSpace(name))
+			if hs, ok := checksumOf(ln); ok && !seen[ln] {
+				seen[ln] = true
+				cr.checks = append(cr.checks, headerCheck{name: ln, h: hs})
+			}
+		}
+	}
+	if len(cr.checks) == 0 {
+		hs, _ := gateway.NewChecksum(defaultChecksum)
+		cr.checks = append(cr.checks, headerCheck{name: "x-amz-checksum-" + defaultChecksum, h: hs})
+		cr.implicit = true
 	}
 	return cr
 }
@@ -70,16 +68,19 @@ func headerChecks(h http.Header, body io.Reader) io.Reader {
 type headerCheck struct {
 	name string
 	h    hash.Hash
-	want []byte
+	want []byte // nil: computed, not checked here
 }
 
-type checksumReader struct {
-	r      io.Reader
-	checks []headerCheck
-	err    error
+// sumReader computes (and checks) a body's checksums.
+type sumReader struct {
+	r        io.Reader
+	checks   []headerCheck
+	implicit bool // the request named no checksum
+	err      error
+	done     bool
 }
 
-func (c *checksumReader) Read(p []byte) (int, error) {
+func (c *sumReader) Read(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
@@ -88,9 +89,11 @@ func (c *checksumReader) Read(p []byte) (int, error) {
 		ch.h.Write(p[:n])
 	}
 	if err == io.EOF {
+		c.done = true
 		for _, ch := range c.checks {
-			if !bytes.Equal(ch.h.Sum(nil), ch.want) {
+			if ch.want != nil && !bytes.Equal(ch.h.Sum(nil), ch.want) {
 				err = s3err("BadDigest", 400, "The "+ch.name+" you specified did not match the calculated checksum.")
+				c.done = false
 				break
 			}
 		}
@@ -99,4 +102,62 @@ func (c *checksumReader) Read(p []byte) (int, error) {
 		c.err = err
 	}
 	return n, err
+}
+
+// describesObject says the request's x-amz-checksum-* headers are not
+// the body's (CompleteMultipartUpload's describe the object): they are
+// computed, not checked.
+func (c *sumReader) describesObject() {
+	for i := range c.checks {
+		c.checks[i].want = nil
+	}
+}
+
+// Sums returns the body's checksums by algorithm, base64; nil until the
+// body has been read to its end and checked.
+func (c *sumReader) Sums() map[string]string {
+	if !c.done {
+		return nil
+	}
+	out := map[string]string{}
+	for _, ch := range c.checks {
+		out[strings.TrimPrefix(ch.name, "x-amz-checksum-")] = base64.StdEncoding.EncodeToString(ch.h.Sum(nil))
+	}
+	return out
+}
+
+// setChecksumHeaders sets the x-amz-checksum-ALG headers of an answer
+// (and x-amz-checksum-type if typ is given).
+func setChecksumHeaders(h http.Header, sums map[string]string, typ string) {
+	for alg, v := range sums {
+		h["x-amz-checksum-"+alg] = []string{v}
+	}
+	if typ != "" && len(sums) > 0 {
+		h["x-amz-checksum-type"] = []string{typ}
+	}
+}
+
+// checksumXML is the Checksum* elements of parts and results.
+type checksumXML struct {
+	ChecksumCRC32     string `xml:",omitempty"`
+	ChecksumCRC32C    string `xml:",omitempty"`
+	ChecksumCRC64NVME string `xml:",omitempty"`
+	ChecksumSHA1      string `xml:",omitempty"`
+	ChecksumSHA256    string `xml:",omitempty"`
+}
+
+func (c checksumXML) sums() map[string]string {
+	out := map[string]string{}
+	for alg, v := range map[string]string{"crc32": c.ChecksumCRC32, "crc32c": c.ChecksumCRC32C,
+		"crc64nvme": c.ChecksumCRC64NVME, "sha1": c.ChecksumSHA1, "sha256": c.ChecksumSHA256} {
+		if v != "" {
+			out[alg] = v
+		}
+	}
+	return out
+}
+
+func toChecksumXML(sums map[string]string) checksumXML {
+	return checksumXML{ChecksumCRC32: sums["crc32"], ChecksumCRC32C: sums["crc32c"],
+		ChecksumCRC64NVME: sums["crc64nvme"], ChecksumSHA1: sums["sha1"], ChecksumSHA256: sums["sha256"]}
 }

@@ -286,6 +286,7 @@ func (s *Server) putObject(q *request) {
 		return
 	}
 	opt.WantMD5 = want
+	opt.Checksums = q.sums.Sums
 	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
 	if err != nil {
 		q.fail(err)
@@ -293,6 +294,7 @@ func (s *Server) putObject(q *request) {
 	}
 	q.bytes = info.Size
 	q.w.Header().Set("ETag", `"`+info.ETag+`"`)
+	setChecksumHeaders(q.w.Header(), info.Checksums, info.ChecksumType)
 	q.status = 200
 	q.w.WriteHeader(200)
 }
@@ -350,7 +352,16 @@ func (s *Server) copyObject(q *request) {
 	go func() {
 		pw.CloseWithError(s.gw.ReadVersion(ctx, info, inline, pw, 0, info.Size))
 	}()
-	out, err := s.gw.Put(ctx, q.bucket, q.object, pr, info.Size, opt)
+	// The copy keeps the source's whole-object checksum; a COMPOSITE one
+	// describes parts the copy does not have, so it gets its own.
+	var body io.Reader = pr
+	if info.ChecksumType == gateway.FullObject {
+		opt.Checksums = func() map[string]string { return info.Checksums }
+	} else {
+		sr := newSums(http.Header{}, pr)
+		body, opt.Checksums = sr, sr.Sums
+	}
+	out, err := s.gw.Put(ctx, q.bucket, q.object, body, info.Size, opt)
 	pr.CloseWithError(io.ErrClosedPipe) // stops the reader if Put gave up early
 	if err != nil {
 		q.fail(err)
@@ -508,6 +519,10 @@ func (s *Server) getObject(q *request) {
 		}
 		status = 206
 		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, info.Size))
+	}
+	// Checksums describe the whole object: not sent with a range.
+	if status == 200 && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+		setChecksumHeaders(h, info.Checksums, info.ChecksumType)
 	}
 	h.Set("Content-Length", strconv.FormatInt(n, 10))
 	q.status = status

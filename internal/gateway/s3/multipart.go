@@ -15,10 +15,31 @@ import (
 const MinPart = 5 << 20
 
 func (s *Server) createUpload(q *request) {
-	u, err := s.gw.CreateUpload(q.r.Context(), q.bucket, q.object, putOptions(q.r.Header))
+	opt := putOptions(q.r.Header)
+	alg := strings.ToLower(q.r.Header.Get("x-amz-checksum-algorithm"))
+	typ := strings.ToUpper(q.r.Header.Get("x-amz-checksum-type"))
+	if alg == "" && typ != "" {
+		q.fail(s3err("InvalidRequest", 400, "x-amz-checksum-type requires x-amz-checksum-algorithm."))
+		return
+	}
+	if alg != "" {
+		if typ == "" {
+			typ = gateway.DefaultChecksumType(alg)
+		}
+		if err := gateway.CheckChecksumType(alg, typ); err != nil {
+			q.fail(s3err("InvalidRequest", 400, "Checksum: "+err.Error()+"."))
+			return
+		}
+		opt.ChecksumAlgorithm, opt.ChecksumType = alg, typ
+	}
+	u, err := s.gw.CreateUpload(q.r.Context(), q.bucket, q.object, opt)
 	if err != nil {
 		q.fail(err)
 		return
+	}
+	if alg != "" {
+		q.w.Header().Set("x-amz-checksum-algorithm", strings.ToUpper(alg))
+		q.w.Header().Set("x-amz-checksum-type", typ)
 	}
 	q.xml(200, struct {
 		XMLName  xml.Name `xml:"InitiateMultipartUploadResult"`
@@ -40,13 +61,16 @@ func (s *Server) uploadPart(q *request) {
 	if !ok {
 		return
 	}
-	p, err := s.gw.PutPart(q.r.Context(), q.bucket, q.object, v.Get("uploadId"), n, q.body, q.length, want)
+	p, err := s.gw.PutPart(q.r.Context(), q.bucket, q.object, v.Get("uploadId"), n, q.body, q.length, want, q.sums.Sums)
 	if err != nil {
 		q.fail(err)
 		return
 	}
 	q.bytes = p.Size
 	q.w.Header().Set("ETag", `"`+p.ETag+`"`)
+	if !q.sums.implicit {
+		setChecksumHeaders(q.w.Header(), p.Checksums, "")
+	}
 	q.status = 200
 	q.w.WriteHeader(200)
 }
@@ -63,6 +87,7 @@ func (s *Server) listParts(q *request) {
 		LastModified string
 		ETag         string
 		Size         int64
+		checksumXML
 	}
 	out := struct {
 		XMLName     xml.Name `xml:"ListPartsResult"`
@@ -75,7 +100,7 @@ func (s *Server) listParts(q *request) {
 		Parts       []partXML `xml:"Part"`
 	}{NS: s3ns, Bucket: q.bucket, Key: q.object, UploadID: id, MaxParts: gateway.MaxParts}
 	for _, p := range parts {
-		out.Parts = append(out.Parts, partXML{p.Number, p.Time.Format("2006-01-02T15:04:05.000Z"), `"` + p.ETag + `"`, p.Size})
+		out.Parts = append(out.Parts, partXML{p.Number, p.Time.Format("2006-01-02T15:04:05.000Z"), `"` + p.ETag + `"`, p.Size, toChecksumXML(p.Checksums)})
 	}
 	q.xml(200, out)
 }
@@ -85,8 +110,10 @@ func (s *Server) completeUpload(q *request) {
 		Parts []struct {
 			PartNumber int
 			ETag       string
+			checksumXML
 		} `xml:"Part"`
 	}
+	q.sums.describesObject()
 	body, err := io.ReadAll(io.LimitReader(q.body, 4<<20))
 	if err != nil {
 		q.fail(err)
@@ -98,9 +125,21 @@ func (s *Server) completeUpload(q *request) {
 	}
 	refs := make([]gateway.PartRef, len(in.Parts))
 	for i, p := range in.Parts {
-		refs[i] = gateway.PartRef{Number: p.PartNumber, ETag: strings.Trim(p.ETag, `"`)}
+		refs[i] = gateway.PartRef{Number: p.PartNumber, ETag: strings.Trim(p.ETag, `"`), Checksums: p.sums()}
 	}
-	info, err := s.gw.CompleteUpload(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart)
+	// x-amz-checksum-ALG headers here are the whole object's checksum.
+	var want map[string]string
+	for name, v := range q.r.Header {
+		if alg, ok := strings.CutPrefix(strings.ToLower(name), "x-amz-checksum-"); ok && len(v) > 0 {
+			if _, known := gateway.NewChecksum(alg); known {
+				if want == nil {
+					want = map[string]string{}
+				}
+				want[alg] = strings.TrimSpace(v[0])
+			}
+		}
+	}
+	info, err := s.gw.CompleteUpload(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart, want)
 	if err != nil {
 		q.fail(err)
 		return
@@ -112,7 +151,10 @@ func (s *Server) completeUpload(q *request) {
 		Bucket   string
 		Key      string
 		ETag     string
-	}{NS: s3ns, Location: "/" + q.bucket + "/" + q.object, Bucket: q.bucket, Key: q.object, ETag: `"` + info.ETag + `"`})
+		checksumXML
+		ChecksumType string `xml:",omitempty"`
+	}{NS: s3ns, Location: "/" + q.bucket + "/" + q.object, Bucket: q.bucket, Key: q.object, ETag: `"` + info.ETag + `"`,
+		checksumXML: toChecksumXML(info.Checksums), ChecksumType: info.ChecksumType})
 }
 
 func (s *Server) abortUpload(q *request) {

@@ -51,6 +51,9 @@ var ops = map[opKey]op{
 	{onBucket, "GET", "location", false, false}: {"GetBucketLocation", gateway.Read, false, (*Server).location},
 	{onBucket, "GET", "uploads", false, false}:  {"ListMultipartUploads", gateway.Read, false, (*Server).listUploads},
 	{onBucket, "POST", "delete", false, false}:  {"DeleteObjects", gateway.Write, false, (*Server).deleteObjects},
+	{onBucket, "PUT", "cors", false, false}:     {"PutBucketCors", gateway.Owner, false, (*Server).putCORS},
+	{onBucket, "GET", "cors", false, false}:     {"GetBucketCors", gateway.Read, false, (*Server).getCORS},
+	{onBucket, "DELETE", "cors", false, false}:  {"DeleteBucketCors", gateway.Owner, false, (*Server).deleteCORS},
 
 	{onObject, "PUT", "", false, false}:         {"PutObject", gateway.Write, false, (*Server).putObject},
 	{onObject, "PUT", "", false, true}:          {"CopyObject", gateway.Write, false, (*Server).copyObject},
@@ -211,13 +214,6 @@ func checkHeaders(r *http.Request, opName string) error {
 	}
 	if writeOps[opName] && (h.Get("If-Match") != "" || h.Get("If-None-Match") != "") {
 		return notImpl("Conditional writes (If-Match, If-None-Match on PUT) are not implemented.")
-	}
-	if opName == "CompleteMultipartUpload" {
-		for name := range h {
-			if _, ok := checksumOf(strings.ToLower(name)); ok {
-				return notImpl("A checksum of the whole multipart object is not implemented; each part's checksum is checked when the part is uploaded.")
-			}
-		}
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ func TestRouting(t *testing.T) {
 		tc{"GET", "/?foo", "", nil, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj?uploads", "", nil, 501, "NotImplemented"},
 		tc{"GET", "/rtb?uploads&delete", "", nil, 501, "NotImplemented"})
-	for _, sub := range []string{"cors", "tagging", "encryption", "policyStatus", "ownershipControls", "object-lock",
+	for _, sub := range []string{"tagging", "encryption", "policyStatus", "ownershipControls", "object-lock",
 		"versioning", "lifecycle", "website", "policy", "acl", "logging", "notification", "replication", "accelerate",
 		"requestPayment", "analytics", "metrics", "inventory", "intelligent-tiering", "publicAccessBlock", "versions", "session"} {
 		cases = append(cases, tc{"GET", "/rtb?" + sub, "", nil, 501, "NotImplemented"},

@@ -149,6 +149,10 @@ func mapErr(err error) *Error {
 		return errIncomplete
 	case errors.Is(err, gateway.ErrNoUpload):
 		return s3err("NoSuchUpload", 404, "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.")
+	case errors.Is(err, gateway.ErrChecksum):
+		return s3err("BadDigest", 400, "The x-amz-checksum you specified did not match the calculated checksum of the object.")
+	case errors.Is(err, gateway.ErrChecksumType):
+		return s3err("InvalidRequest", 400, "The checksum you specified is not of the upload's checksum algorithm and type.")
 	case errors.Is(err, gateway.ErrBadPart):
 		return s3err("InvalidPart", 400, err.Error())
 	}
@@ -173,6 +177,7 @@ type request struct {
 	raw    *rawBody    // the body as it comes off the connection
 	body   io.Reader   // the body decoded and checked (signature, checksums)
 	dec    *bodyErrors // errors body returned
+	sums   *sumReader  // the body's checksums
 	length int64
 	bucket string
 	object string
@@ -324,6 +329,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	q.bucket, q.object, _ = strings.Cut(path, "/")
+	// CORS needs no signature: a browser sends the preflight without
+	// one, and an actual request's answer must carry the headers even
+	// when it is an error.
+	if r.Method == http.MethodOptions {
+		s.preflight(q)
+		return
+	}
+	s.corsActual(q)
+	// A browser's form upload carries its signature in the form.
+	if isPostObject(r, q.bucket, q.object) {
+		s.postObject(q)
+		return
+	}
 	// The key the signature names is looked up once, for its secret and
 	// for its permissions.
 	v := sigv4.Verifier{Secret: func(id string) (string, bool) {
@@ -339,7 +357,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.fail(err)
 		return
 	}
-	q.dec = &bodyErrors{r: headerChecks(r.Header, res.Body)}
+	q.sums = newSums(r.Header, res.Body)
+	q.dec = &bodyErrors{r: q.sums}
 	q.body, q.length = q.dec, res.Length
 	s.route(q)
 }
