@@ -1,0 +1,250 @@
+package sharestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+)
+
+// testShare is a share and its key.
+type testShare struct {
+	key  Key
+	data []byte
+}
+
+// encodeShares returns the n shares (k needed) of a random object of
+// size bytes whose storage index does not start with any byte of avoid:
+// so that its shares need a prefix directory of their own.
+func encodeShares(t *testing.T, k, n, size int, avoid ...byte) []testShare {
+	t.Helper()
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for range 100 {
+		rc, shares, err := codec.EncodeAll(codec.Params{K: k, N: n, SegmentSize: 1 << 20}, codec.NewKey(), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		si := rc.Key.StorageIndex()
+		if bytes.IndexByte(avoid, si[0]) >= 0 {
+			continue
+		}
+		out := make([]testShare, len(shares))
+		for i, sh := range shares {
+			out[i] = testShare{Key{SI: si, Share: i}, sh}
+		}
+		return out
+	}
+	t.Fatal("no storage index outside the prefixes to avoid")
+	return nil
+}
+
+var testLease = LeaseFor([]byte("s"))
+
+func (s testShare) put(d *Disk) error {
+	_, err := d.Put(context.Background(), s.key, bytes.NewReader(s.data), int64(len(s.data)), testLease)
+	return err
+}
+
+// checkStore checks what a store holds: every file under shares/ is a
+// share under its right name that verifies (nothing partial is ever
+// served), Walk and Usage agree, and uploads in flight left nothing in
+// tmp/. It returns the shares present.
+func checkStore(t *testing.T, d *Disk) map[Key]bool {
+	t.Helper()
+	ctx := context.Background()
+	present := map[Key]bool{}
+	err := filepath.WalkDir(filepath.Join(d.dir, "shares"), func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		key, ok := parseShareName(e.Name())
+		if !ok || filepath.Base(filepath.Dir(path)) != fmt.Sprintf("%02x", key.SI[0]) {
+			return fmt.Errorf("stray file %s", path)
+		}
+		if _, err := d.Scrub(ctx, key); err != nil {
+			return fmt.Errorf("share file %s: %v", path, err)
+		}
+		present[key] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	walked := 0
+	if err := d.Walk(ctx, func(i Info) error { used += i.Size; walked++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if u := d.Usage(); u.Used != used || u.Shares != walked || walked != len(present) {
+		t.Fatalf("usage %+v; Walk finds %d shares of %d bytes; %d share files", u, walked, used, len(present))
+	}
+	if tmp, err := os.ReadDir(filepath.Join(d.dir, "tmp")); err != nil || len(tmp) > 0 {
+		t.Fatalf("tmp/ holds %d files (%v)", len(tmp), err)
+	}
+	return present
+}
+
+// mustHold checks the store serves s, byte for byte, in Open and List.
+func mustHold(t *testing.T, d *Disk, s testShare) {
+	t.Helper()
+	ctx := context.Background()
+	sh, err := d.Open(ctx, s.key)
+	if err != nil {
+		t.Fatalf("share %s: %v", s.key, err)
+	}
+	defer sh.Close()
+	got, err := io.ReadAll(io.NewSectionReader(sh, 0, sh.Info().Size))
+	if err != nil || !bytes.Equal(got, s.data) {
+		t.Fatalf("share %s: read %d bytes (%v), not the %d stored", s.key, len(got), err, len(s.data))
+	}
+	list, err := d.List(ctx, s.key.SI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range list {
+		if i.Key == s.key {
+			return
+		}
+	}
+	t.Fatalf("share %s missing from List", s.key)
+}
+
+func mustLack(t *testing.T, d *Disk, key Key) {
+	t.Helper()
+	if _, err := d.Open(context.Background(), key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("share %s: Open = %v, want ErrNotFound", key, err)
+	}
+}
+
+// TestDiskFaults fails each file operation of a Put, once, with ENOSPC
+// and with EIO, with and without O_DIRECT: the Put returns an error
+// (ErrFull for ENOSPC), nothing half-written is served, the space
+// accounting is what it was, and the store takes the same share next.
+func TestDiskFaults(t *testing.T) {
+	small := encodeShares(t, 2, 3, 3000)
+	// Shares of 4.5 MiB: past flushEvery (sync_file_range) and directBuf
+	// (O_DIRECT writes in the background), in a prefix of their own
+	// (mkdir).
+	big := encodeShares(t, 2, 3, 9<<20, small[0].key.SI[0])
+	// op#n: the n-th such operation of the Put fails (the first rename
+	// finds no prefix directory; the second directory sync is the one
+	// after the share is in place).
+	ops := []string{"create", "fallocate", "open_direct", "write", "pwrite", "sync_file_range", "fsync", "mkdir", "rename", "rename#2", "fsync_dir", "fsync_dir#2"}
+	for _, direct := range []bool{false, true} {
+		// The operations each kind of Put makes: the test fails if one
+		// is not reached.
+		reached := map[string]bool{"create": true, "fallocate": true, "open_direct": true, "fsync": true, "mkdir": true, "rename": true, "fsync_dir": true}
+		if direct {
+			reached["pwrite"] = true
+		} else {
+			reached["write"], reached["sync_file_range"] = true, true
+		}
+		for _, opn := range ops {
+			op, nth := opn, 1
+			if o, n, ok := strings.Cut(opn, "#"); ok {
+				op, nth = o, int(n[0]-'0')
+			}
+			for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EIO} {
+				t.Run(fmt.Sprintf("direct=%v/%s/%s", direct, opn, errno), func(t *testing.T) {
+					root := t.TempDir()
+					ffs := newFaultFS(t, root, direct)
+					d, err := openDisk(root, DiskOptions{}, ffs)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := small[0].put(d); err != nil {
+						t.Fatal(err)
+					}
+					before := d.Usage()
+					seen, hits := 0, 0
+					ffs.mu.Lock()
+					ffs.inject = func(o, _ string) error {
+						if o != op {
+							return nil
+						}
+						if seen++; seen == nth {
+							hits++
+							return errno
+						}
+						return nil
+					}
+					ffs.mu.Unlock()
+					err = big[0].put(d)
+					ffs.mu.Lock()
+					ffs.inject = nil
+					ffs.mu.Unlock()
+					if hits == 0 {
+						if reached[op] {
+							t.Fatalf("a Put made no %s", op)
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						return
+					}
+					// Failures a Put works around: a refused fallocate
+					// (but for a full disk), O_DIRECT, writeback hint.
+					tolerated := op == "open_direct" || op == "sync_file_range" || op == "fallocate" && errno == syscall.EIO
+					switch {
+					case err == nil && !tolerated:
+						t.Fatalf("Put succeeded through a failed %s", op)
+					case err != nil && tolerated:
+						t.Fatalf("Put failed on a %s failure it can work around: %v", op, err)
+					case err != nil && errno == syscall.ENOSPC && !errors.Is(err, ErrFull):
+						t.Fatalf("Put on a full disk: %v, not ErrFull", err)
+					case err != nil && !errors.Is(err, errno):
+						t.Fatalf("Put: %v, does not say %v", err, errno)
+					}
+					present := checkStore(t, d)
+					mustHold(t, d, small[0])
+					want := before.Used
+					switch {
+					case err == nil:
+						mustHold(t, d, big[0])
+						want += int64(len(big[0].data))
+					case opn == "fsync_dir#2":
+						// The last directory sync failed after the share
+						// was in place: whole, and counted.
+						if !present[big[0].key] {
+							t.Fatal("share renamed into place is not there")
+						}
+						mustHold(t, d, big[0])
+						want += int64(len(big[0].data))
+					default:
+						mustLack(t, d, big[0].key)
+					}
+					if u := d.Usage(); u.Used != want {
+						t.Fatalf("%d bytes used after the fault, want %d", u.Used, want)
+					}
+					// The store goes on: the same share, and another.
+					for _, s := range big[:2] {
+						if err := s.put(d); err != nil {
+							t.Fatal(err)
+						}
+						mustHold(t, d, s)
+					}
+					checkStore(t, d)
+					d2, err := OpenDisk(root, DiskOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(checkStore(t, d2)) != 3 {
+						t.Fatal("reopened store lacks a share")
+					}
+				})
+			}
+		}
+	}
+}
