@@ -49,16 +49,19 @@ type directWriter struct {
 	// the disk works while the share keeps arriving.
 	spare    []byte     // the other buffer, being written or free
 	inflight chan error // the background write's outcome; nil if none
+	err      error      // the first background write's error
 }
 
-// wait waits for the background write, if any.
+// wait waits for the background write, if any, and returns the first
+// error of any write: once one failed, every later call fails with it.
 func (w *directWriter) wait() error {
-	if w.inflight == nil {
-		return nil
+	if w.inflight != nil {
+		if err := <-w.inflight; err != nil && w.err == nil {
+			w.err = err
+		}
+		w.inflight = nil
 	}
-	err := <-w.inflight
-	w.inflight = nil
-	return err
+	return w.err
 }
 
 // keepHead keeps the file's first block back (for WriteHead) when buf

@@ -309,9 +309,13 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 		return Info{}, err
 	}
 	// The check re-reads the share's tail: from the direct writer's
-	// memory where it still is.
+	// memory where it still is. A write to the disk that failed in the
+	// background is the disk's error, not a damaged share.
 	var ra io.ReaderAt = f
 	if dw != nil {
+		if err := dw.wait(); err != nil {
+			return Info{}, err
+		}
 		ra = dw
 	}
 	si, err := finish(c, io.NewSectionReader(ra, recordSize, n), n)

@@ -33,9 +33,9 @@ type faultFS struct {
 	crashAt int
 	crashed bool
 
-	ids    map[uint64]int           // live inode number -> file id
-	nextID int                      // last file id given
-	synced map[int][]byte           // file id -> its data as of its last fsync
+	ids    map[uint64]int            // live inode number -> file id
+	nextID int                       // last file id given
+	synced map[int][]byte            // file id -> its data as of its last fsync
 	dirs   map[string]map[string]int // directory (relative to root) -> its entries as of its last fsync: name -> file id, or dirEntry
 }
 
