@@ -229,7 +229,7 @@ func (d *Disk) moveOldLayout(prefix string) error {
 			if err != nil || n < 0 || n > 255 {
 				continue
 			}
-			if err := os.Rename(filepath.Join(dir, s.Name()), filepath.Join(prefix, shareName(Key{SI: si, Share: n}))); err != nil {
+			if err := d.fs.Rename(filepath.Join(dir, s.Name()), filepath.Join(prefix, shareName(Key{SI: si, Share: n}))); err != nil {
 				return err
 			}
 		}
@@ -248,7 +248,7 @@ func (d *Disk) moveOldLayout(prefix string) error {
 		return err
 	}
 	for _, dir := range old {
-		os.Remove(dir) // only succeeds once empty: anything else is left
+		d.fs.Remove(dir) // only succeeds once empty: anything else is left
 	}
 	return d.syncDir(prefix)
 }

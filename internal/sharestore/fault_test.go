@@ -340,3 +340,64 @@ func TestDiskCrashAtEveryStep(t *testing.T) {
 		t.Logf("direct=%v: crashed at each of %d steps", direct, steps)
 	}
 }
+
+// TestDiskDeleteFaults fails the removal, and the directory sync after
+// it, of a Delete: the Delete fails; the share is there whole and
+// counted, or (once removed) gone and not counted; the store goes on.
+func TestDiskDeleteFaults(t *testing.T) {
+	shares := encodeShares(t, 2, 3, 3000)
+	for _, op := range []string{"remove", "fsync_dir"} {
+		for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EIO} {
+			t.Run(op+"/"+errno.Error(), func(t *testing.T) {
+				root := t.TempDir()
+				ffs := newFaultFS(t, root, false)
+				d, err := openDisk(root, DiskOptions{}, ffs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range shares[:2] {
+					if err := s.put(d); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before := d.Usage()
+				ffs.mu.Lock()
+				ffs.inject = func(o, _ string) error {
+					if o == op {
+						return errno
+					}
+					return nil
+				}
+				ffs.mu.Unlock()
+				err = d.Delete(context.Background(), shares[0].key, []byte("s"))
+				ffs.mu.Lock()
+				ffs.inject = nil
+				ffs.mu.Unlock()
+				if !errors.Is(err, errno) {
+					t.Fatalf("Delete = %v, want an error saying %v", err, errno)
+				}
+				present := checkStore(t, d)
+				mustHold(t, d, shares[1])
+				want := before.Used
+				if op == "remove" {
+					mustHold(t, d, shares[0])
+				} else {
+					if present[shares[0].key] {
+						t.Fatal("the share is still there after its removal")
+					}
+					want -= int64(len(shares[0].data))
+				}
+				if u := d.Usage(); u.Used != want {
+					t.Fatalf("%d bytes used after the failed Delete, want %d", u.Used, want)
+				}
+				if err := d.Delete(context.Background(), shares[1].key, []byte("s")); err != nil {
+					t.Fatal(err)
+				}
+				if err := shares[2].put(d); err != nil {
+					t.Fatal(err)
+				}
+				mustHold(t, d, shares[2])
+			})
+		}
+	}
+}
