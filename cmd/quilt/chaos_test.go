@@ -182,6 +182,7 @@ func TestChaosKillGatewayAndNodes(t *testing.T) {
 	client = gw.client()
 
 	acked, failed := 0, 0
+	reasons := map[string]int{}
 	for _, rs := range results {
 		for _, p := range rs {
 			gctx, gcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -202,8 +203,16 @@ func TestChaosKillGatewayAndNodes(t *testing.T) {
 				continue
 			}
 			failed++
-			if failed <= 3 {
-				logf("a failed PUT: %s (%d bytes): %v", p.key, len(p.body), p.err)
+			why := "other"
+			var re interface{ HTTPStatusCode() int }
+			switch {
+			case errors.Is(p.err, syscall.ECONNREFUSED):
+				why = "gateway down"
+			case errors.As(p.err, &re) && re.HTTPStatusCode() != 0:
+				why = "HTTP " + strconv.Itoa(re.HTTPStatusCode())
+			}
+			if reasons[why]++; reasons[why] == 1 {
+				logf("a failed PUT (%s): %s (%d bytes): %v", why, p.key, len(p.body), p.err)
 			}
 			var nsk *types.NoSuchKey
 			switch {
@@ -215,7 +224,7 @@ func TestChaosKillGatewayAndNodes(t *testing.T) {
 			}
 		}
 	}
-	logf("%d PUTs acknowledged, all read back; %d failed, none half-stored", acked, failed)
+	logf("%d PUTs acknowledged, all read back; %d failed (%v), none half-stored", acked, failed, reasons)
 	if acked < clients {
 		t.Fatalf("only %d PUTs acknowledged: the chaos left the load no chance", acked)
 	}
