@@ -232,7 +232,7 @@ func TestDiskFaults(t *testing.T) {
 						t.Fatalf("%d bytes used after the fault, want %d", u.Used, want)
 					}
 					// The store goes on: the same share, and another.
-					for _, s := range big[:2] {
+					for _, s := range []testShare{big[0], small[1]} {
 						if err := s.put(d); err != nil {
 							t.Fatal(err)
 						}
