@@ -42,8 +42,9 @@ const (
 // (seeded and logged; QUILT_CHAOS_SEED=N repeats a run) and restarts
 // them on their ports and data directories. Afterwards, through a
 // gateway restarted once more, every object whose PUT was acknowledged
-// reads back byte for byte, and every object whose PUT failed is absent
-// or whole: nothing acknowledged is lost, nothing half-stored is served.
+// reads back byte for byte and is listed, and every object whose PUT
+// failed is absent from both GET and the listing, or whole and listed:
+// nothing acknowledged is lost, nothing half-stored is served or listed.
 func TestChaosKillGatewayAndNodes(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("QUILT_CHAOS_SEED"); s != "" {
@@ -181,10 +182,24 @@ func TestChaosKillGatewayAndNodes(t *testing.T) {
 	gw.start(t)
 	client = gw.client()
 
+	// The listing names every key that reads back, and only those.
+	listed := map[string]bool{}
+	pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), MaxKeys: aws.Int32(50)})
+	for n := 0; pages.HasMorePages() && n < 20; n++ {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("listing the bucket: %v", err)
+		}
+		for _, o := range page.Contents {
+			listed[aws.ToString(o.Key)] = true
+		}
+	}
 	acked, failed := 0, 0
 	reasons := map[string]int{}
+	ours := map[string]bool{}
 	for _, rs := range results {
 		for _, p := range rs {
+			ours[p.key] = true
 			gctx, gcancel := context.WithTimeout(ctx, 30*time.Second)
 			out, err := client.GetObject(gctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(p.key)})
 			var got []byte
@@ -199,6 +214,9 @@ func TestChaosKillGatewayAndNodes(t *testing.T) {
 					t.Errorf("%s (%d bytes), acknowledged: GET: %v", p.key, len(p.body), err)
 				} else if !bytes.Equal(got, p.body) {
 					t.Errorf("%s, acknowledged: GET returned %d bytes, not the %d PUT", p.key, len(got), len(p.body))
+				}
+				if !listed[p.key] {
+					t.Errorf("%s, acknowledged, is not listed", p.key)
 				}
 				continue
 			}
@@ -217,11 +235,21 @@ func TestChaosKillGatewayAndNodes(t *testing.T) {
 			var nsk *types.NoSuchKey
 			switch {
 			case errors.As(err, &nsk):
+				if listed[p.key] {
+					t.Errorf("%s (PUT failed: %v) is listed but absent", p.key, p.err)
+				}
 			case err != nil:
 				t.Errorf("%s (PUT failed: %v): GET: %v, not NoSuchKey", p.key, p.err, err)
 			case !bytes.Equal(got, p.body):
 				t.Errorf("%s (PUT failed: %v): GET returned %d bytes, not the %d PUT", p.key, p.err, len(got), len(p.body))
+			case !listed[p.key]:
+				t.Errorf("%s (PUT failed: %v) reads back but is not listed", p.key, p.err)
 			}
+		}
+	}
+	for k := range listed {
+		if !ours[k] {
+			t.Errorf("the bucket lists %s, which no client PUT", k)
 		}
 	}
 	logf("%d PUTs acknowledged, all read back; %d failed (%v), none half-stored", acked, failed, reasons)
