@@ -401,3 +401,68 @@ func TestDiskDeleteFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskCrashSameShareTwice: a share arrives twice at once; the second
+// Put finds it renamed into place while the first is still to sync its
+// directory, and returns. The machine crashes before the first's sync:
+// the share, acknowledged by the second Put, must still be there.
+func TestDiskCrashSameShareTwice(t *testing.T) {
+	shares := encodeShares(t, 2, 3, 3000)
+	s := shares[0]
+	root := t.TempDir()
+	ffs := newFaultFS(t, root, false)
+	d, err := openDisk(root, DiskOptions{}, ffs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shares[1].put(d); err != nil { // the prefix directory exists
+		t.Fatal(err)
+	}
+	prefix := d.prefixDir(s.key.SI[0])
+	held, release := make(chan struct{}), make(chan struct{})
+	first := true
+	ffs.mu.Lock()
+	ffs.inject = func(op, path string) error {
+		if op != "fsync_dir" || path != prefix || !first {
+			return nil
+		}
+		// The first Put's directory sync waits (ffs.mu held by step is
+		// let go meanwhile), and finds the machine down.
+		first = false
+		ffs.mu.Unlock()
+		close(held)
+		<-release
+		ffs.mu.Lock()
+		if ffs.crashed {
+			return errCrashed
+		}
+		return nil
+	}
+	ffs.mu.Unlock()
+	errc := make(chan error, 1)
+	go func() { errc <- s.put(d) }()
+	select {
+	case <-held:
+	case err := <-errc:
+		t.Fatalf("the first Put returned (%v) without syncing the directory", err)
+	}
+	if err := s.put(d); err != nil {
+		t.Fatalf("the second Put: %v", err)
+	}
+	ffs.mu.Lock()
+	ffs.crashed = true
+	ffs.mu.Unlock()
+	close(release)
+	if err := <-errc; !errors.Is(err, errCrashed) {
+		t.Fatalf("the first Put: %v, want the crash", err)
+	}
+	clone := filepath.Join(t.TempDir(), "after")
+	ffs.crashClone(t, clone, keepSynced)
+	d2, err := OpenDisk(clone, DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStore(t, d2)
+	mustHold(t, d2, s)
+	mustHold(t, d2, shares[1])
+}
