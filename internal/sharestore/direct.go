@@ -34,12 +34,12 @@ const directBuf = 1 << 20
 // a block boundary, past the share (see recordSize), and a share that
 // fits the buffer is one write.
 type directWriter struct {
-	f    *os.File // ordinary descriptor: reads, and writes O_DIRECT refuses
-	fd   int      // O_DIRECT descriptor of the same file
-	buf  []byte   // aligned, directBuf long
-	n    int      // bytes in buf
-	off  int64    // file offset of buf[0]
-	head []byte   // the file's first directAlign bytes, written last (see WriteHead)
+	f    file       // ordinary descriptor: reads, and writes O_DIRECT refuses
+	fd   directFile // O_DIRECT descriptor of the same file; nil once ended
+	buf  []byte     // aligned, directBuf long
+	n    int        // bytes in buf
+	off  int64      // file offset of buf[0]
+	head []byte     // the file's first directAlign bytes, written last (see WriteHead)
 	// headIn: the record is in buf already (WriteHead came while the
 	// file's start was still in buf), so buf is written whole, in one
 	// write instead of two.
@@ -49,16 +49,19 @@ type directWriter struct {
 	// the disk works while the share keeps arriving.
 	spare    []byte     // the other buffer, being written or free
 	inflight chan error // the background write's outcome; nil if none
+	err      error      // the first background write's error
 }
 
-// wait waits for the background write, if any.
+// wait waits for the background write, if any, and returns the first
+// error of any write: once one failed, every later call fails with it.
 func (w *directWriter) wait() error {
-	if w.inflight == nil {
-		return nil
+	if w.inflight != nil {
+		if err := <-w.inflight; err != nil && w.err == nil {
+			w.err = err
+		}
+		w.inflight = nil
 	}
-	err := <-w.inflight
-	w.inflight = nil
-	return err
+	return w.err
 }
 
 // keepHead keeps the file's first block back (for WriteHead) when buf
@@ -91,11 +94,11 @@ func (w *directWriter) flushFull() error {
 	return nil
 }
 
-// openDirect opens path a second time with O_DIRECT for writing, or
+// openDirect opens f a second time with O_DIRECT for writing, or
 // returns nil if the file system refuses it (tmpfs, some FUSE mounts):
 // the caller then writes through f as usual.
-func openDirect(f *os.File, path string) *directWriter {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+func openDirect(f file) *directWriter {
+	fd, err := f.OpenDirect()
 	if err != nil {
 		return nil
 	}
@@ -152,7 +155,7 @@ func (w *directWriter) flush(m int) error {
 // pwrite writes b (aligned) at offset at with O_DIRECT.
 func (w *directWriter) pwrite(b []byte, at int64) error {
 	for done := 0; done < len(b); {
-		k, err := unix.Pwrite(w.fd, b[done:], at+int64(done))
+		k, err := w.fd.Pwrite(b[done:], at+int64(done))
 		if errors.Is(err, syscall.EINVAL) {
 			// A file system that opened the file with O_DIRECT but
 			// refuses the write: write through the page cache.
@@ -229,12 +232,12 @@ func (w *directWriter) ReadAt(p []byte, off int64) (int, error) {
 // abort ends an upload given up on: it waits for the background write
 // and closes the O_DIRECT descriptor, writing nothing more.
 func (w *directWriter) abort() {
-	if w.fd < 0 {
+	if w.fd == nil {
 		return // already ended
 	}
 	w.wait()
-	unix.Close(w.fd)
-	w.fd = -1
+	w.fd.Close()
+	w.fd = nil
 	putBuf(w.buf)
 	if w.spare != nil {
 		putBuf(w.spare)

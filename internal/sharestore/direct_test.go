@@ -32,7 +32,7 @@ func TestDirectWriter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := openDirect(f, path)
+		w := openDirect(osFile{f})
 		if w == nil {
 			if st.Type == ext4 || st.Type == xfs {
 				t.Fatalf("O_DIRECT refused on %s (ext4 or xfs)", dir)
@@ -204,7 +204,7 @@ func TestDirectWriterFilled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := openDirect(f, path)
+		w := openDirect(osFile{f})
 		if w == nil {
 			f.Close()
 			t.Skip("O_DIRECT refused here (see TestDirectWriter)")

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/sharefile"
-	"golang.org/x/sys/unix"
 )
 
 // recordSize is the node's own prefix before the share bytes in a share
@@ -53,6 +52,7 @@ type Disk struct {
 	noSync      bool
 	checkBlocks bool
 	space       space
+	fs          fileSystem // the writes' file operations: osFS but in tests
 	mu          sync.Mutex // serialises commits and deletes of one store
 }
 
@@ -78,11 +78,33 @@ var _ Store = (*Disk)(nil)
 
 // OpenDisk opens (creating if needed) a store in dir.
 func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
-	d := &Disk{dir: dir, noSync: opt.NoSync, checkBlocks: opt.CheckBlocks}
+	return openDisk(dir, opt, osFS{})
+}
+
+// openDisk is OpenDisk with the writes' file operations made through
+// fsys.
+func openDisk(dir string, opt DiskOptions, fsys fileSystem) (*Disk, error) {
+	d := &Disk{dir: dir, noSync: opt.NoSync, checkBlocks: opt.CheckBlocks, fs: fsys}
 	d.space.capacity = opt.Capacity
 	d.space.diskFree = cachedDiskFree(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sharestore: %w", err)
+	}
+	made := false
 	for _, sub := range []string{"shares", "tmp"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+		err := fsys.Mkdir(filepath.Join(dir, sub))
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("sharestore: %w", err)
+		}
+		made = true
+	}
+	// A new store's directories are durable before any share is stored
+	// in them: otherwise a power loss could take DIR/shares, and every
+	// share acknowledged in it, away.
+	if made {
+		if err := d.syncDir(dir); err != nil {
 			return nil, fmt.Errorf("sharestore: %w", err)
 		}
 	}
@@ -91,7 +113,7 @@ func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
 		return nil, fmt.Errorf("sharestore: %w", err)
 	}
 	for _, e := range tmp {
-		os.Remove(filepath.Join(dir, "tmp", e.Name()))
+		fsys.Remove(filepath.Join(dir, "tmp", e.Name()))
 	}
 	if err := d.movePrefixes(); err != nil {
 		return nil, fmt.Errorf("sharestore: %w", err)
@@ -207,7 +229,7 @@ func (d *Disk) moveOldLayout(prefix string) error {
 			if err != nil || n < 0 || n > 255 {
 				continue
 			}
-			if err := os.Rename(filepath.Join(dir, s.Name()), filepath.Join(prefix, shareName(Key{SI: si, Share: n}))); err != nil {
+			if err := d.fs.Rename(filepath.Join(dir, s.Name()), filepath.Join(prefix, shareName(Key{SI: si, Share: n}))); err != nil {
 				return err
 			}
 		}
@@ -226,7 +248,7 @@ func (d *Disk) moveOldLayout(prefix string) error {
 		return err
 	}
 	for _, dir := range old {
-		os.Remove(dir) // only succeeds once empty: anything else is left
+		d.fs.Remove(dir) // only succeeds once empty: anything else is left
 	}
 	return d.syncDir(prefix)
 }
@@ -240,8 +262,10 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmpPath := filepath.Join(d.dir, "tmp", key.String()[:32]+"."+strconv.Itoa(key.Share)+"."+hex.EncodeToString(rnd[:])+".tmp")
-	f, err := os.OpenFile(tmpPath, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
-	if err != nil {
+	f, err := d.fs.Create(tmpPath)
+	if isNoSpace(err) {
+		return Info{}, fmt.Errorf("%w: %w", ErrFull, err)
+	} else if err != nil {
 		return Info{}, fmt.Errorf("sharestore: %w", err)
 	}
 	committed := false
@@ -249,25 +273,25 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	defer func() {
 		if !committed {
 			f.Close()
-			os.Remove(tmpPath)
+			d.fs.Remove(tmpPath)
 		}
 		d.space.settle(n, committed)
 		if isNoSpace(err) {
-			err = fmt.Errorf("%w: %v", ErrFull, err)
+			err = fmt.Errorf("%w: %w", ErrFull, err)
 		}
 	}()
 	rec := make([]byte, recordSize)
 	if size > 0 {
 		// Best effort: allocating the whole file at once is cheaper than
 		// block by block, and fails early on a full disk.
-		if err := syscall.Fallocate(int(f.Fd()), 0, 0, recordSize+size); isNoSpace(err) {
+		if err := f.Allocate(recordSize + size); isNoSpace(err) {
 			return Info{}, err
 		}
 	}
 	// The record is written first as zeros, and for real once the share
 	// is checked.
 	var w io.Writer
-	dw := openDirect(f, tmpPath)
+	dw := openDirect(f)
 	switch {
 	case dw != nil:
 		defer dw.abort() // after Close, a no-op
@@ -285,9 +309,13 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 		return Info{}, err
 	}
 	// The check re-reads the share's tail: from the direct writer's
-	// memory where it still is.
+	// memory where it still is. A write to the disk that failed in the
+	// background is the disk's error, not a damaged share.
 	var ra io.ReaderAt = f
 	if dw != nil {
+		if err := dw.wait(); err != nil {
+			return Info{}, err
+		}
 		ra = dw
 	}
 	si, err := finish(c, io.NewSectionReader(ra, recordSize, n), n)
@@ -382,14 +410,14 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 // renameIntoPlace moves a checked upload to its share's name. d.mu is
 // held.
 func (d *Disk) renameIntoPlace(tmpPath string, key Key) error {
-	err := os.Rename(tmpPath, d.path(key))
+	err := d.fs.Rename(tmpPath, d.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
 		// The first share under this prefix: the directory is made, and
 		// its name made durable, before the share goes in.
 		prefix := d.prefixDir(key.SI[0])
-		if err = os.Mkdir(prefix, 0o700); err == nil {
+		if err = d.fs.Mkdir(prefix); err == nil {
 			if err = d.syncDir(filepath.Dir(prefix)); err == nil {
-				err = os.Rename(tmpPath, d.path(key))
+				err = d.fs.Rename(tmpPath, d.path(key))
 			}
 		}
 	}
@@ -411,7 +439,7 @@ func verifyFile(path string, n int64, root sharefile.Hash) error {
 // completed 4 MiB to disk, so the fsync at the end finds little left to do
 // and the disk works while the share arrives.
 type flusher struct {
-	f       *os.File
+	f       file
 	off     int64 // file offset of the next write
 	flushed int64 // offset up to which writeback was started
 }
@@ -422,13 +450,13 @@ func (w *flusher) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	w.off += int64(n)
 	if w.off-w.flushed >= flushEvery {
-		unix.SyncFileRange(int(w.f.Fd()), w.flushed, w.off-w.flushed, unix.SYNC_FILE_RANGE_WRITE)
+		w.f.StartWriteback(w.flushed, w.off-w.flushed)
 		w.flushed = w.off
 	}
 	return n, err
 }
 
-func (d *Disk) sync(f *os.File) error {
+func (d *Disk) sync(f file) error {
 	if d.noSync {
 		return nil
 	}
@@ -439,14 +467,11 @@ func (d *Disk) syncDir(dir string) error {
 	if d.noSync {
 		return nil
 	}
-	f, err := os.Open(dir)
+	err := d.fs.SyncDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // removed meanwhile (its last share deleted): nothing to make durable
-	} else if err != nil {
-		return err
 	}
-	defer f.Close()
-	return f.Sync()
+	return err
 }
 
 // readInfo parses the record at the start of an open share file.
@@ -605,7 +630,7 @@ func (d *Disk) Delete(ctx context.Context, key Key, secret []byte) error {
 	if !lease.opens(secret) {
 		return ErrForbidden
 	}
-	if err := os.Remove(d.path(key)); err != nil {
+	if err := d.fs.Remove(d.path(key)); err != nil {
 		return err
 	}
 	d.space.remove(info.Size)
