@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,4 +96,35 @@ func TestFuzzRecordsDecode(t *testing.T) {
 			t.Errorf("seed %d: %v", i, err)
 		}
 	}
+}
+
+// FuzzParseIDs parses the text forms of namespace IDs, read keys and
+// entry hashes (the parts of a quilt:ns: capability, and what the sync API
+// takes in its paths): what parses formats back to the input, trimmed and
+// in lower case.
+func FuzzParseIDs(f *testing.F) {
+	var ns NSID
+	var key ReadKey
+	var h Hash
+	for i := range ns {
+		ns[i], key[i], h[i] = byte(i), byte(255-i), byte(3*i)
+	}
+	f.Add(ns.String())
+	f.Add(" " + strings.ToUpper(key.String()) + "\n")
+	f.Add(h.String())
+	f.Add(ns.String()[:51] + "b")
+	f.Add(ns.String() + "=")
+	f.Add(h.String()[:63])
+	f.Fuzz(func(t *testing.T, s string) {
+		want := strings.ToLower(strings.TrimSpace(s))
+		if id, err := ParseNSID(s); err == nil && id.String() != want {
+			t.Errorf("ParseNSID(%q).String() = %q", s, id.String())
+		}
+		if k, err := ParseReadKey(s); err == nil && k.String() != want {
+			t.Errorf("ParseReadKey(%q).String() = %q", s, k.String())
+		}
+		if h, err := ParseHash(s); err == nil && h.String() != strings.ToLower(s) {
+			t.Errorf("ParseHash(%q).String() = %q", s, h.String())
+		}
+	})
 }
