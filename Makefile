@@ -9,7 +9,7 @@ NODES   ?= 10
 # package and one target at a time); make test runs each for FUZZTIME.
 FUZZ     = internal/sharefile:FuzzParseHeader internal/sharefile:FuzzParseTrailer \
 	internal/sharefile:FuzzChecker internal/codec:FuzzParseCap \
-	internal/identity:FuzzParseInvite internal/dag:FuzzDecode \
+	internal/identity:FuzzParseInvite internal/dag:FuzzDecode internal/dag:FuzzParseIDs \
 	internal/namespace:FuzzUnframe internal/namespace:FuzzAPI internal/node:FuzzShareAPI \
 	internal/gateway/s3/sigv4:FuzzVerify internal/gateway/s3/sigv4:FuzzParseAuth \
 	internal/gateway/s3/sigv4:FuzzChunked internal/gateway/s3:FuzzParseRange \
