@@ -11,6 +11,7 @@ FUZZ     = internal/sharefile:FuzzParseHeader internal/sharefile:FuzzParseTraile
 	internal/sharefile:FuzzChecker internal/codec:FuzzParseCap \
 	internal/identity:FuzzParseInvite internal/dag:FuzzDecode internal/dag:FuzzParseIDs \
 	internal/namespace:FuzzUnframe internal/namespace:FuzzAPI internal/node:FuzzShareAPI \
+	internal/object:FuzzGetRange \
 	internal/gateway/s3/sigv4:FuzzVerify internal/gateway/s3/sigv4:FuzzParseAuth \
 	internal/gateway/s3/sigv4:FuzzChunked internal/gateway/s3:FuzzParseRange \
 	internal/gateway/s3:FuzzXMLBodies internal/lab/scenario:FuzzParse
