@@ -5,6 +5,18 @@ GO      ?= go
 BIN     ?= bin/quilt
 NODES   ?= 10
 
+# FUZZ: every fuzz target, as package:Target (go test -fuzz takes one
+# package and one target at a time); make test runs each for FUZZTIME.
+FUZZ     = internal/sharefile:FuzzParseHeader internal/sharefile:FuzzParseTrailer \
+	internal/sharefile:FuzzChecker internal/codec:FuzzParseCap \
+	internal/identity:FuzzParseInvite internal/dag:FuzzDecode internal/dag:FuzzParseIDs \
+	internal/namespace:FuzzUnframe internal/namespace:FuzzAPI internal/node:FuzzShareAPI \
+	internal/object:FuzzGetRange \
+	internal/gateway/s3/sigv4:FuzzVerify internal/gateway/s3/sigv4:FuzzParseAuth \
+	internal/gateway/s3/sigv4:FuzzChunked internal/gateway/s3:FuzzParseRange \
+	internal/gateway/s3:FuzzXMLBodies internal/lab/scenario:FuzzParse
+FUZZTIME ?= 4s
+
 .PHONY: all build run test bench bench-ns bench-tahoe lab vet clean
 
 all: build
@@ -18,12 +30,14 @@ run: build
 
 ## test: vet, then every test (unit, property, conformance, 10-node
 ## in-process grid, real processes); the race detector on the core packages;
-## then real S3 clients (awscli, boto3, rclone) against quilt up
+## every fuzz target for $(FUZZTIME) (see docs/testing.md); then real S3
+## clients (awscli, boto3, rclone) against quilt up
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/ ./internal/object/
 	$(GO) test -count=1 -race -short -timeout 10m ./internal/dag/ ./internal/namespace/ ./internal/lab/...
+	for t in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
 	./test/s3-clients.sh
 
 ## bench: codec micro-benchmarks (one core), then quilt bench on a fresh grid

@@ -34,6 +34,11 @@ func ParseNSID(s string) (NSID, error) {
 		return id, fmt.Errorf("dag: %q is not a namespace ID", s)
 	}
 	copy(id[:], b)
+	// The last character carries unused bits: only the spelling String
+	// writes is an ID, so that a namespace has one name.
+	if id.String() != strings.ToLower(strings.TrimSpace(s)) {
+		return NSID{}, fmt.Errorf("dag: %q is not a namespace ID (last character not canonical)", s)
+	}
 	return id, nil
 }
 
@@ -64,6 +69,9 @@ func ParseReadKey(s string) (ReadKey, error) {
 		return k, fmt.Errorf("dag: not a read key")
 	}
 	copy(k[:], b)
+	if k.String() != strings.ToLower(strings.TrimSpace(s)) {
+		return ReadKey{}, fmt.Errorf("dag: not a read key (last character not canonical)")
+	}
 	return k, nil
 }
 

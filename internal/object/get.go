@@ -216,7 +216,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	if off < 0 || off > rc.Size || (off == rc.Size && rc.Size > 0 && length != 0) {
 		return nil, fmt.Errorf("%w: offset %d of an object of %d bytes", ErrRange, off, rc.Size)
 	}
-	if length < 0 || off+length > rc.Size {
+	if length < 0 || length > rc.Size-off { // not off+length: it may overflow
 		length = rc.Size - off
 	}
 	cd, err := codec.New(rc.Params, rc.Key)
