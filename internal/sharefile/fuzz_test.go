@@ -2,7 +2,6 @@ package sharefile_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -43,23 +42,6 @@ func seedShares() [][]byte {
 	}
 }
 
-// hugeSegments reports whether trailer (the last bytes of a share, or
-// all of a trailer) claims more segments than its bytes can hold hashes
-// for. ParseTrailer computes the trailer length from such a count in an
-// int that overflows, so that a count near 2^59 can seem to fit and make
-// it allocate past any limit (a panic): a known bug, being fixed
-// separately. Until then the fuzz targets skip such inputs; the crasher
-// the fuzzer found is kept in testdata/fuzz/FuzzChecker and runs (and is
-// skipped) as a seed.
-func hugeSegments(tail []byte) bool {
-	tl, err := sharefile.TrailerLenFromTail(tail)
-	if err != nil || tl < 8 || tl > len(tail) {
-		return false
-	}
-	segments := binary.BigEndian.Uint64(tail[len(tail)-tl:])
-	return segments > uint64(tl)/sharefile.HashLen
-}
-
 func FuzzParseHeader(f *testing.F) {
 	for _, s := range seedShares() {
 		f.Add(s[:sharefile.HeaderSize])
@@ -92,9 +74,6 @@ func FuzzParseTrailer(f *testing.F) {
 		if l, err := sharefile.TrailerLenFromTail(b); err == nil && l < 0 {
 			t.Fatalf("TrailerLenFromTail = %d", l)
 		}
-		if hugeSegments(b) {
-			t.Skip("known overflow of the segment count")
-		}
 		tr, err := sharefile.ParseTrailer(b, int(n))
 		if err != nil {
 			if !errors.Is(err, sharefile.ErrMalformed) {
@@ -126,9 +105,6 @@ func FuzzChecker(f *testing.F) {
 	f.Add(bad, uint16(13))
 	f.Add([]byte("QSH1"), uint16(1))
 	f.Fuzz(func(t *testing.T, b []byte, step uint16) {
-		if hugeSegments(b) {
-			t.Skip("known overflow of the segment count")
-		}
 		full, fullErr := check(sharefile.NewChecker(), b, int(step))
 		frame, frameErr := check(sharefile.NewFrameChecker(), b, int(step))
 		v, vErr := sharefile.Verify(bytes.NewReader(b), int64(len(b)))
