@@ -37,6 +37,7 @@ func runNode(ctx context.Context, args []string) error {
 	syncEvery := fs.Duration("ns-sync", 5*time.Second, "how often namespaces are compared with a random peer (anti-entropy)")
 	joinTimeout := fs.Duration("join-timeout", 2*time.Minute, "with --join: give up (exit 1) when no node of the invite has answered for this long; 0: keep trying for ever (every failure is logged)")
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
+	reconnect := fs.Duration("reconnect", 30*time.Second, "how often to try reaching members seen dead, and the old peers when none answered at start, so a healed partition or a restarted node rejoins")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -46,6 +47,9 @@ func runNode(ctx context.Context, args []string) error {
 	}
 	if *cpus < 0 {
 		return fmt.Errorf("--cpus %d: want 0 (all) or more", *cpus)
+	}
+	if *reconnect <= 0 {
+		return fmt.Errorf("--reconnect %v: want a positive duration", *reconnect)
 	}
 	if *cpus > 0 {
 		runtime.GOMAXPROCS(*cpus)
@@ -60,7 +64,8 @@ func runNode(ctx context.Context, args []string) error {
 	}
 	defer release()
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
-		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel)}
+		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel),
+		Reconnect: *reconnect}
 	if cfg.Gossip == "" {
 		cfg.Gossip, err = nextPort(*listen)
 		if err != nil {

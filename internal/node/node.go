@@ -330,6 +330,18 @@ func (n *Node) background() {
 					n.log.Info("reached members that had died", "count", k)
 				}
 			}
+			// Back from the data directory with no old peer answering
+			// at start: keep asking them. Not only while alone: two
+			// nodes that came back together may have found only each
+			// other, and the rest of the grid sees them as dead.
+			if n.lonely != nil {
+				jctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if n.join(jctx, n.lonely) == nil {
+					n.log.Info("rejoined the grid")
+					n.lonely = nil
+				}
+				cancel()
+			}
 		case <-n.dirty:
 			if err := n.members.Update(5 * time.Second); err != nil {
 				n.log.Debug("metadata update", "err", err)
@@ -340,14 +352,6 @@ func (n *Node) background() {
 			case <-time.After(time.Second):
 			}
 		case <-peers.C:
-			if n.lonely != nil && len(n.members.Alive()) <= 1 {
-				jctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if n.join(jctx, n.lonely) == nil {
-					n.log.Info("rejoined the grid")
-					n.lonely = nil
-				}
-				cancel()
-			}
 			n.writePeers()
 		}
 	}
