@@ -117,6 +117,7 @@ var packages = map[string]Layer{
 	"internal/testgrid":                  TestSupport,
 	"internal/sharestore/sharestoretest": TestSupport,
 	"internal/tree/treetest":             TestSupport,
+	"internal/object/gridtest":           TestSupport,
 }
 
 // commandRoots are the directories whose packages are commands.
