@@ -118,6 +118,7 @@ var packages = map[string]Layer{
 	"internal/sharestore/sharestoretest": TestSupport,
 	"internal/tree/treetest":             TestSupport,
 	"internal/object/gridtest":           TestSupport,
+	"internal/namespace/peertest":        TestSupport,
 }
 
 // commandRoots are the directories whose packages are commands.
