@@ -53,6 +53,17 @@ func (m *Mem) SetDown(id string, down bool) {
 	m.mu.Unlock()
 }
 
+// StopZone stops the node of a zone (see SetDown).
+func (m *Mem) StopZone(zone string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, z := range m.zones {
+		if z == zone {
+			m.down[id] = true
+		}
+	}
+}
+
 // store returns the store of a node that is up.
 func (m *Mem) store(ctx context.Context, id string) (*sharestore.Mem, error) {
 	if err := ctx.Err(); err != nil {

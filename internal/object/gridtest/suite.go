@@ -9,8 +9,9 @@
 // ErrCorrupt, ErrFull, ErrForbidden, ErrExists) to be matched with
 // errors.Is, over the wire too.
 //
-//	gridtest.Run(t, func(t *testing.T, nodes []gridtest.NodeSpec) object.Grid {
-//		return gridtest.NewMem(nodes)
+//	gridtest.Run(t, func(t *testing.T, nodes []gridtest.NodeSpec) gridtest.Target {
+//		m := gridtest.NewMem(nodes)
+//		return gridtest.Target{Grid: m, Stop: m.StopZone}
 //	})
 package gridtest
 
@@ -37,17 +38,25 @@ type NodeSpec struct {
 	Capacity int64  // bytes the node may store; 0: no limit but the disk's
 }
 
+// Target is a grid under test.
+type Target struct {
+	Grid object.Grid
+	// Stop stops the node of a zone, as a crash would.
+	Stop func(zone string)
+}
+
 // Factory returns a running grid with one node per spec. The suite calls
 // it once and keeps the grid for all its checks (each on objects of its
 // own).
-type Factory func(t *testing.T, nodes []NodeSpec) object.Grid
+type Factory func(t *testing.T, nodes []NodeSpec) Target
 
 // smallCapacity is the capacity of the node that is too small for any
 // share of the suite's objects.
 const smallCapacity = 2048
 
 // nodes is the grid the suite asks for.
-var nodes = []NodeSpec{{Zone: "a"}, {Zone: "b"}, {Zone: "small", Capacity: smallCapacity}}
+// The node of zone "stopped" is stopped by the last check.
+var nodes = []NodeSpec{{Zone: "a"}, {Zone: "b"}, {Zone: "small", Capacity: smallCapacity}, {Zone: "stopped"}}
 
 var (
 	secret = []byte("uploader's delete secret")
@@ -101,7 +110,8 @@ func (f *failingReader) Read(p []byte) (int, error) {
 func Run(t *testing.T, newGrid Factory) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	g := newGrid(t, nodes)
+	tg := newGrid(t, nodes)
+	g := tg.Grid
 	byZone := map[string]string{}
 
 	t.Run("Nodes", func(t *testing.T) {
@@ -130,7 +140,7 @@ func Run(t *testing.T, newGrid Factory) {
 	if t.Failed() {
 		return
 	}
-	a, b, small := byZone["a"], byZone["b"], byZone["small"]
+	a, b, small, stopped := byZone["a"], byZone["b"], byZone["small"], byZone["stopped"]
 
 	mustPut := func(t *testing.T, node string, o encoded, share int) {
 		t.Helper()
@@ -368,6 +378,41 @@ func Run(t *testing.T, newGrid Factory) {
 		la, lb := list(t, a, o.rc.Key.StorageIndex()), list(t, b, o.rc.Key.StorageIndex())
 		if !slices.Equal(la, []int{0, 2, 4, 6, 8}) || !slices.Equal(lb, []int{1, 3, 5, 7, 9}) {
 			t.Fatalf("after concurrent puts: a lists %v, b lists %v", la, lb)
+		}
+	})
+
+	// Last: a node that stops leaves the list, and calls to it fail.
+	t.Run("StoppedNode", func(t *testing.T) {
+		o := encode(t, codec.Key{}, 20_000)
+		mustPut(t, stopped, o, 0)
+		tg.Stop("stopped")
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			ns, err := g.Nodes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(ns, func(n object.Node) bool { return n.ID == stopped }) {
+				if len(ns) != len(nodes)-1 {
+					t.Fatalf("%d nodes listed after one of %d stopped", len(ns), len(nodes))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a stopped node is still listed after 20 s")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := g.GetShare(cctx, stopped, o.key(0), 0, -1); err == nil {
+			t.Fatal("read from a stopped node succeeded")
+		}
+		if err := g.PutShare(cctx, stopped, o.key(1), bytes.NewReader(o.shares[1]), int64(len(o.shares[1])), lease); err == nil {
+			t.Fatal("put to a stopped node succeeded")
+		}
+		if cctx.Err() != nil {
+			t.Fatal("calls to a stopped node hung until the deadline")
 		}
 	})
 }
