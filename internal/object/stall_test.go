@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,5 +98,95 @@ func TestPutGivesUpOnStalledNode(t *testing.T) {
 	stuck := r.rep.Shares[0].Node
 	if _, err := mem.Store(stuck).Open(ctx, sharestore.Key{SI: r.rc.Key.StorageIndex(), Share: 0}); !errors.Is(err, sharestore.ErrNotFound) {
 		t.Fatalf("the stuck node holds share 0: %v", err)
+	}
+}
+
+// slowReadGrid is an in-process grid where the node holding share 0
+// answers lookups but, asked for the share's blocks, sends nothing; the
+// other nodes' block reads are counted once their reader closes them
+// (after the last block, which is in the stream's buffer by then).
+type slowReadGrid struct {
+	*gridtest.Mem
+	layout sharefile.Layout
+	closed *atomic.Int64 // block reads of the other nodes closed
+}
+
+func (g slowReadGrid) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	rc, err := g.Mem.GetShare(ctx, node, key, off, n)
+	if err != nil || off < g.layout.BlockOffset(0) || off >= g.layout.TrailerOffset() {
+		return rc, err // not a block read
+	}
+	if key.Share == 0 {
+		rc.Close()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return closeCounter{rc, g.closed}, nil
+}
+
+type closeCounter struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c closeCounter) Close() error {
+	c.n.Add(1)
+	return c.ReadCloser.Close()
+}
+
+// A read gives up on a node that sends no block for Stall, as measured by
+// the client's clock. The object has exactly k shares, so with one
+// stalled it cannot be read: the read ends once the fake clock passes an
+// hour's Stall, naming the stalled node, rather than hanging.
+func TestGetGivesUpOnStalledNode(t *testing.T) {
+	mem := gridtest.NewMem(make([]gridtest.NodeSpec, 3))
+	clk := clock.NewFake()
+	opt := object.Options{Clock: clk, Stall: time.Hour, LeaseSecret: func(si sharefile.SI) []byte { return si[:] }}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	data := bytes.Repeat([]byte("stalled read "), 900) // 3 segments: not a quick read
+	p := codec.Params{K: 3, N: 3, SegmentSize: 4096}
+	rc, _, err := object.New(mem, opt).Put(ctx, bytes.NewReader(data), int64(len(data)), p, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := rc.Verify().Layout()
+	var closed atomic.Int64
+	c := object.New(slowReadGrid{Mem: mem, layout: l, closed: &closed}, opt)
+	type result struct {
+		rep *object.GetReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := c.Get(ctx, rc, io.Discard, 0, -1)
+		done <- result{rep, err}
+	}()
+	// Once the two other shares' streams hold all their blocks (they
+	// buffer up to 4, and close their request after the last), the only
+	// timer the read can wait on is the stalled share's.
+	for closed.Load() < 2 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatalf("the read never waited on a stall timer (%d of 2 other streams done): %v", closed.Load(), err)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the read ended before the stall was timed: %v", r.err)
+	default:
+	}
+	clk.Advance(time.Hour)
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		t.Fatal("the read did not end after the stall passed")
+	}
+	if !errors.Is(r.err, object.ErrUnavailable) {
+		t.Fatalf("read with a stalled share of 3 needed: %v, want ErrUnavailable", r.err)
+	}
+	if !strings.Contains(r.err.Error(), "made no progress") {
+		t.Fatalf("the error does not say a node stalled: %v", r.err)
 	}
 }
