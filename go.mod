@@ -9,6 +9,7 @@ require (
 	github.com/aws/smithy-go v1.28.8
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/hdevalence/ed25519consensus v0.2.0
+	github.com/jonboulle/clockwork v0.5.0
 	github.com/klauspost/reedsolomon v1.14.2
 	github.com/minio/md5-simd v1.1.2
 	github.com/zeebo/blake3 v0.2.4

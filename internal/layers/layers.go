@@ -74,6 +74,9 @@ var packages = map[string]Layer{
 	// atomicfile writes the small state files of every layer (keys,
 	// secrets, registries, configs) durably; it imports nothing of Quilt.
 	"internal/atomicfile": Identity,
+	// clock is the injectable time source of timer-driven behaviour; it
+	// imports nothing of Quilt.
+	"internal/clock": Identity,
 
 	"internal/member": Membership,
 
@@ -114,6 +117,8 @@ var packages = map[string]Layer{
 	"internal/testgrid":                  TestSupport,
 	"internal/sharestore/sharestoretest": TestSupport,
 	"internal/tree/treetest":             TestSupport,
+	"internal/object/gridtest":           TestSupport,
+	"internal/namespace/peertest":        TestSupport,
 }
 
 // commandRoots are the directories whose packages are commands.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/quilt-grid/quilt/internal/clock"
 )
 
 // States of a member, as shown to people.
@@ -69,6 +70,10 @@ type Config struct {
 	// unanswered before we show it as suspect; default 5 probe rounds of
 	// the whole grid (memberlist probes members in turn, one per interval).
 	SuspectAfter time.Duration
+	// Clock times suspicion and the members' Since; default the real
+	// clock. memberlist's own timers (probes, its suspicion, gossip) run
+	// on real time whatever this is.
+	Clock clock.Clock
 	// Messages, if set, receives the gossip layer's user messages and
 	// supplies the broadcasts to piggyback on gossip (a higher layer's:
 	// new namespace entries).
@@ -96,6 +101,7 @@ type List struct {
 	log     *slog.Logger
 	probe   time.Duration // memberlist's probe interval
 	suspect time.Duration // Config.SuspectAfter, 0: from probe
+	clock   clock.Clock
 
 	mu      sync.Mutex
 	members map[string]*Member
@@ -136,7 +142,7 @@ func Start(cfg Config) (*List, error) {
 	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	mc.Logger = log.New(logWriter{cfg.Logger}, "", 0)
 	l := &List{meta: cfg.Meta, log: cfg.Logger, members: map[string]*Member{}, acked: map[string]time.Time{},
-		suspect: cfg.SuspectAfter, msgs: cfg.Messages}
+		suspect: cfg.SuspectAfter, clock: clock.Or(cfg.Clock), msgs: cfg.Messages}
 	mc.Delegate = delegate{l}
 	mc.Events = events{l}
 	mc.Ping = pings{l}
@@ -229,7 +235,7 @@ func (l *List) Members() []Member {
 	for name, m := range l.members {
 		c := *m
 		if c.State == Alive && live[name] && name != self {
-			if last, ok := l.acked[name]; ok && time.Since(last) > after {
+			if last, ok := l.acked[name]; ok && l.clock.Since(last) > after {
 				c.State = Suspect
 			}
 		}
@@ -274,13 +280,13 @@ func (l *List) record(n *memberlist.Node, gone bool) {
 		}
 	}
 	old, ok := l.members[n.Name]
-	since := time.Now()
+	since := l.clock.Now()
 	if ok && old.State == state {
 		since = old.Since
 	}
 	l.members[n.Name] = &Member{Meta: meta, Gossip: n.Address(), State: state, Since: since}
 	if state == Alive && (!ok || old.State != Alive) {
-		l.acked[n.Name] = time.Now() // a fresh start for suspicion
+		l.acked[n.Name] = since // a fresh start for suspicion
 	}
 	if !ok || old.State != state {
 		l.log.Info("member", "id", meta.ID, "addr", meta.Addr, "zone", meta.Zone, "state", state)
@@ -299,7 +305,7 @@ type pings struct{ l *List }
 func (p pings) AckPayload() []byte { return nil }
 func (p pings) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
 	p.l.mu.Lock()
-	p.l.acked[other.Name] = time.Now()
+	p.l.acked[other.Name] = p.l.clock.Now()
 	p.l.mu.Unlock()
 }
 

@@ -237,7 +237,7 @@ type HTTPPeer struct {
 	Base   string // "https://<node-id>"
 }
 
-var _ Peer = HTTPPeer{}
+var _ WaitPeer = HTTPPeer{}
 
 func (p HTTPPeer) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, p.Base+path, bytes.NewReader(body))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/quilt-grid/quilt/internal/clock"
 	"github.com/quilt-grid/quilt/internal/dag"
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/node"
@@ -53,6 +54,9 @@ type ReplicaConfig struct {
 	// to; default 16. The rest get them by anti-entropy.
 	PushFanout int
 	Logger     *slog.Logger
+	// Clock times anti-entropy rounds, kick waits and push batches;
+	// default the real clock (tests move a fake one by hand).
+	Clock clock.Clock
 }
 
 // Stats counts a replica's traffic.
@@ -129,6 +133,7 @@ func NewReplica(cfg ReplicaConfig) *Replica {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	r := &Replica{cfg: cfg, db: cfg.DB, log: cfg.Logger, in: make(chan []byte, 8192),
 		kick: make(chan struct{}, 1), pushKick: make(chan struct{}, 1)}
 	r.ctx, r.stop = context.WithCancel(context.Background())
@@ -438,14 +443,15 @@ func (r *Replica) antiEntropy() {
 	interval := func() time.Duration { return r.cfg.SyncInterval/2 + rand.N(r.cfg.SyncInterval) }
 	// The periodic sync keeps its own deadline, which kicks do not move:
 	// a stream of kicks that resolve by themselves must not starve it.
-	due := time.Now().Add(interval())
+	clk := r.cfg.Clock
+	due := clk.Now().Add(interval())
 	for {
-		t := time.NewTimer(time.Until(due))
+		t := clk.NewTimer(clk.Until(due))
 		select {
 		case <-r.ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.Chan():
 		case <-r.kick:
 			t.Stop()
 			// Records gossiped one by one arrive in any order: an entry
@@ -457,12 +463,12 @@ func (r *Replica) antiEntropy() {
 			if !r.sleep(r.cfg.KickWait) {
 				return
 			}
-			if !r.stillMissing() && time.Now().Before(due) {
+			if !r.stillMissing() && clk.Now().Before(due) {
 				continue
 			}
 		}
 		r.forgetMissing() // the sync brings whatever is missing
-		due = time.Now().Add(interval())
+		due = clk.Now().Add(interval())
 		r.SyncOnce(r.ctx)
 	}
 }
@@ -470,12 +476,12 @@ func (r *Replica) antiEntropy() {
 // sleep waits for d, or until the replica is closed (then it returns
 // false).
 func (r *Replica) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
+	t := r.cfg.Clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-r.ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.Chan():
 		return true
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/dag"
 )
@@ -22,6 +23,15 @@ type Peer interface {
 	// Put offers records; the peer ingests them (and does not gossip them
 	// when fromSync is set: they are old news to the grid).
 	Put(ctx context.Context, ns dag.NSID, raws [][]byte, fromSync bool) (PutResult, error)
+}
+
+// WaitPeer is a Peer that can also long-poll for a change: Wait returns
+// the peer's root of ns once it differs from seen, or when timeout ends
+// (then it may equal seen). HTTPPeer and DB.AsPeer are ones; package
+// namespace/peertest is the suite both pass.
+type WaitPeer interface {
+	Peer
+	Wait(ctx context.Context, ns dag.NSID, seen Digest, timeout time.Duration) (Digest, error)
 }
 
 // PutResult is what a peer says of records offered to it.
@@ -166,7 +176,7 @@ func dedupe(hs []dag.Hash) []dag.Hash {
 }
 
 // AsPeer makes a DB a Peer (tests, and a replica syncing two local DBs).
-func (d *DB) AsPeer() Peer { return localPeer{d} }
+func (d *DB) AsPeer() WaitPeer { return localPeer{d} }
 
 type localPeer struct{ d *DB }
 
@@ -184,15 +194,35 @@ func (l localPeer) Digests(_ context.Context, ns dag.NSID, prefixes [][]byte) ([
 	}
 	return out, nil
 }
+
+// Hashes and Get answer what is asked twice once, as the HTTP API does.
 func (l localPeer) Hashes(_ context.Context, ns dag.NSID, leaves [][2]byte) ([]dag.Hash, error) {
-	return l.d.Hashes(ns, leaves), nil
+	return l.d.Hashes(ns, firsts(leaves)), nil
 }
 func (l localPeer) Get(_ context.Context, ns dag.NSID, hs []dag.Hash) ([][]byte, error) {
-	return l.d.Get(ns, hs), nil
+	return l.d.Get(ns, firsts(hs)), nil
+}
+
+// firsts returns xs without repeats, in the order of their first
+// occurrence.
+func firsts[T comparable](xs []T) []T {
+	seen := make(map[T]bool, len(xs))
+	out := make([]T, 0, len(xs))
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
 }
 func (l localPeer) Put(_ context.Context, ns dag.NSID, raws [][]byte, _ bool) (PutResult, error) {
 	res, err := l.d.Ingest(ns, raws)
 	return putResult(res), err
+}
+
+func (l localPeer) Wait(ctx context.Context, ns dag.NSID, seen Digest, timeout time.Duration) (Digest, error) {
+	return l.d.Wait(ctx, ns, seen, timeout), nil
 }
 
 func putResult(res Result) PutResult {

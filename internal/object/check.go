@@ -130,7 +130,7 @@ func (c *Client) checkCopy(ctx context.Context, vc codec.VerifyCap, share int, n
 	bs := c.openStream(ctx, vc, src, 0, l.Segments-1, bufs)
 	defer bs.close()
 	for range l.Segments {
-		b, _, err := bs.next(ctx, c.opt.Stall)
+		b, _, err := bs.next(ctx, c.opt.Clock, c.opt.Stall)
 		if err != nil {
 			return err
 		}

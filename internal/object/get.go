@@ -78,7 +78,7 @@ func (r *reader) segment(ctx context.Context, seg int64) ([][]byte, error) {
 	for i := 0; i < len(r.active); i++ {
 		for {
 			bs := r.active[i]
-			b, at, err := bs.next(ctx, r.c.opt.Stall)
+			b, at, err := bs.next(ctx, r.c.opt.Clock, r.c.opt.Stall)
 			if err == nil {
 				blocks[bs.src.share] = b
 				arrivals[i] = at

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/clock"
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/placement"
 	"github.com/quilt-grid/quilt/internal/sharefile"
@@ -303,8 +304,8 @@ func (e *badBlockError) Unwrap() error { return e.err }
 
 // next returns the stream's next verified block and when it arrived, or
 // an error if the node failed, lied, or made no progress for stall.
-func (bs *blockStream) next(ctx context.Context, stall time.Duration) ([]byte, time.Time, error) {
-	t := time.NewTimer(stall)
+func (bs *blockStream) next(ctx context.Context, clk clock.Clock, stall time.Duration) ([]byte, time.Time, error) {
+	t := clk.NewTimer(stall)
 	defer t.Stop()
 	select {
 	case a, ok := <-bs.blocks:
@@ -312,7 +313,7 @@ func (bs *blockStream) next(ctx context.Context, stall time.Duration) ([]byte, t
 			return nil, time.Time{}, errOr(bs.err, io.ErrUnexpectedEOF)
 		}
 		return a.b, a.at, a.err
-	case <-t.C:
+	case <-t.Chan():
 		return nil, time.Time{}, fmt.Errorf("node %.8s made no progress for %v", bs.src.node, stall)
 	case <-ctx.Done():
 		return nil, time.Time{}, ctx.Err()

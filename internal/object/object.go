@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/clock"
 	"github.com/quilt-grid/quilt/internal/sharefile"
 	"github.com/quilt-grid/quilt/internal/sharestore"
 )
@@ -87,6 +88,10 @@ type Options struct {
 	// Stall is how long a node may make no progress before its share is
 	// given up on (upload) or read from elsewhere (download). Default 20s.
 	Stall time.Duration
+	// Clock times Stall for a share's stream (its upload, or its blocks
+	// during a read); default the real clock. (The deadlines of single
+	// requests, such as finding shares, are contexts on real time.)
+	Clock clock.Clock
 	// Logger receives what the client notices about nodes.
 	Logger *slog.Logger
 }
@@ -109,6 +114,7 @@ func New(grid Grid, opt Options) *Client {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	opt.Clock = clock.Or(opt.Clock)
 	return &Client{grid: grid, opt: opt, log: opt.Logger}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/clock"
 	"github.com/quilt-grid/quilt/internal/sharestore"
 )
 
@@ -33,6 +34,7 @@ func (it item) free() {
 type sink struct {
 	share  int
 	node   string
+	clock  clock.Clock // times stalls
 	q      chan item
 	body   *shareBody
 	cancel context.CancelFunc
@@ -56,7 +58,7 @@ const sinkQueue = 2
 
 func (c *Client) newSink(ctx context.Context, share int, node string, key sharestore.Key, size int64, lease sharestore.Lease) *sink {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &sink{share: share, node: node, q: make(chan item, sinkQueue), cancel: cancel,
+	s := &sink{share: share, node: node, clock: c.opt.Clock, q: make(chan item, sinkQueue), cancel: cancel,
 		done: make(chan struct{}), wdone: make(chan struct{})}
 	s.body = &shareBody{s: s, closed: make(chan struct{})}
 	go func() {
@@ -221,12 +223,12 @@ func (s *sink) send(it item, stall time.Duration) bool {
 		return true
 	default:
 	}
-	t := time.NewTimer(stall)
+	t := s.clock.NewTimer(stall)
 	defer t.Stop()
 	select {
 	case s.q <- it:
 		return true
-	case <-t.C:
+	case <-t.Chan():
 		s.abort(fmt.Errorf("object: node %.8s made no progress for %v", s.node, stall))
 		s.q <- it // the writer drains now that the request is cancelled
 		return false
