@@ -77,6 +77,10 @@ for i in $(seq 1 50); do echo "cli $i" >"$work/tree/a/f$i"; echo "deep $i" >"$wo
 "$aws" s3 sync "$work/tree" s3://cli/tree --only-show-errors
 out=$("$aws" s3 ls s3://cli/tree --recursive)
 test "$(wc -l <<<"$out")" = 100
+out=$("$aws" s3api list-object-versions --bucket cli --prefix data/ --query 'Versions[].[Key,VersionId,IsLatest]' --output text)
+grep -q $'^data/big\tnull\tTrue$' <<<"$out"
+out=$("$aws" s3api get-bucket-versioning --bucket cli --output text)
+test -z "$out"
 "$aws" s3 rm s3://cli/data/big --only-show-errors
 ! "$aws" s3api head-object --bucket cli --key data/big >/dev/null 2>&1
 if "$aws" s3 rb s3://cli 2>/dev/null; then echo "removed a non-empty bucket"; exit 1; fi

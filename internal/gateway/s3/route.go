@@ -44,16 +44,18 @@ type opKey struct {
 var ops = map[opKey]op{
 	{onService, "GET", "", false, false}: {"ListBuckets", gateway.None, false, (*Server).listBuckets},
 
-	{onBucket, "PUT", "", false, false}:         {"CreateBucket", gateway.None, false, (*Server).createBucket},
-	{onBucket, "HEAD", "", false, false}:        {"HeadBucket", gateway.Read, false, (*Server).headBucket},
-	{onBucket, "DELETE", "", false, false}:      {"DeleteBucket", gateway.Owner, false, (*Server).deleteBucket},
-	{onBucket, "GET", "", false, false}:         {"ListObjects", gateway.Read, false, (*Server).listObjects},
-	{onBucket, "GET", "location", false, false}: {"GetBucketLocation", gateway.Read, false, (*Server).location},
-	{onBucket, "GET", "uploads", false, false}:  {"ListMultipartUploads", gateway.Read, false, (*Server).listUploads},
-	{onBucket, "POST", "delete", false, false}:  {"DeleteObjects", gateway.Write, false, (*Server).deleteObjects},
-	{onBucket, "PUT", "cors", false, false}:     {"PutBucketCors", gateway.Owner, false, (*Server).putCORS},
-	{onBucket, "GET", "cors", false, false}:     {"GetBucketCors", gateway.Read, false, (*Server).getCORS},
-	{onBucket, "DELETE", "cors", false, false}:  {"DeleteBucketCors", gateway.Owner, false, (*Server).deleteCORS},
+	{onBucket, "PUT", "", false, false}:           {"CreateBucket", gateway.None, false, (*Server).createBucket},
+	{onBucket, "HEAD", "", false, false}:          {"HeadBucket", gateway.Read, false, (*Server).headBucket},
+	{onBucket, "DELETE", "", false, false}:        {"DeleteBucket", gateway.Owner, false, (*Server).deleteBucket},
+	{onBucket, "GET", "", false, false}:           {"ListObjects", gateway.Read, false, (*Server).listObjects},
+	{onBucket, "GET", "location", false, false}:   {"GetBucketLocation", gateway.Read, false, (*Server).location},
+	{onBucket, "GET", "uploads", false, false}:    {"ListMultipartUploads", gateway.Read, false, (*Server).listUploads},
+	{onBucket, "POST", "delete", false, false}:    {"DeleteObjects", gateway.Write, false, (*Server).deleteObjects},
+	{onBucket, "PUT", "cors", false, false}:       {"PutBucketCors", gateway.Owner, false, (*Server).putCORS},
+	{onBucket, "GET", "cors", false, false}:       {"GetBucketCors", gateway.Read, false, (*Server).getCORS},
+	{onBucket, "DELETE", "cors", false, false}:    {"DeleteBucketCors", gateway.Owner, false, (*Server).deleteCORS},
+	{onBucket, "GET", "versions", false, false}:   {"ListObjectVersions", gateway.Read, false, (*Server).listVersions},
+	{onBucket, "GET", "versioning", false, false}: {"GetBucketVersioning", gateway.Read, false, (*Server).getVersioning},
 
 	{onObject, "PUT", "", false, false}:         {"PutObject", gateway.Write, false, (*Server).putObject},
 	{onObject, "PUT", "", false, true}:          {"CopyObject", gateway.Write, false, (*Server).copyObject},
@@ -73,7 +75,7 @@ var ops = map[opKey]op{
 var params = map[string]bool{
 	"prefix": true, "delimiter": true, "max-keys": true, "marker": true, "encoding-type": true,
 	"list-type": true, "continuation-token": true, "start-after": true, "fetch-owner": true,
-	"key-marker": true, "upload-id-marker": true, "max-uploads": true,
+	"key-marker": true, "upload-id-marker": true, "version-id-marker": true, "max-uploads": true,
 	"part-number-marker": true, "max-parts": true, "uploadId": true, "partNumber": true,
 	"versionId": true, "x-id": true, "max-buckets": true, "bucket-region": true,
 }
