@@ -249,6 +249,13 @@ type PartRef struct {
 // ErrChecksumType if the upload has no checksum of that algorithm), or
 // nothing is written.
 func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64, want map[string]string) (ObjectInfo, error) {
+	return g.CompleteUploadIf(ctx, bucketName, key, id, refs, minPart, want, Condition{})
+}
+
+// CompleteUploadIf is CompleteUpload if cond holds (checked and
+// committed under the key's lock); else ErrPrecondition (or ErrNoKey for
+// If-Match on a missing key), and the upload stays open.
+func (g *Gateway) CompleteUploadIf(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64, want map[string]string, cond Condition) (ObjectInfo, error) {
 	u, b, err := g.upload(ctx, bucketName, key, id)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -309,13 +316,8 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 		}
 	}
 	p, _ := keyPath(key)
-	rec := encodeRecord(info, nil)
-	var entry dag.Hash
-	if err := g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
-		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
-		entry = e.Hash()
-		return e, blocks
-	}); err != nil {
+	entry, err := g.writeObject(ctx, b, p, cond, encodeRecord(info, nil))
+	if err != nil {
 		return ObjectInfo{}, err
 	}
 	info.Key, info.Version = key, entry

@@ -287,6 +287,7 @@ func (s *Server) putObject(q *request) {
 	}
 	opt.WantMD5 = want
 	opt.Checksums = q.sums.Sums
+	opt.If = writeCondition(r.Header)
 	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
 	if err != nil {
 		q.fail(err)
@@ -297,6 +298,13 @@ func (s *Server) putObject(q *request) {
 	setChecksumHeaders(q.w.Header(), info.Checksums, info.ChecksumType)
 	q.status = 200
 	q.w.WriteHeader(200)
+}
+
+// writeCondition is the condition of a PutObject or
+// CompleteMultipartUpload: If-None-Match: * (checkHeaders refuses other
+// values), If-Match: ETAG.
+func writeCondition(h http.Header) gateway.Condition {
+	return gateway.Condition{IfNoneMatch: h.Get("If-None-Match") == "*", IfMatch: strings.Trim(h.Get("If-Match"), `"`)}
 }
 
 // contentMD5 reads a Content-MD5 header (nil if none); false means it was

@@ -139,7 +139,7 @@ func (s *Server) completeUpload(q *request) {
 			}
 		}
 	}
-	info, err := s.gw.CompleteUpload(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart, want)
+	info, err := s.gw.CompleteUploadIf(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart, want, writeCondition(q.r.Header))
 	if err != nil {
 		q.fail(err)
 		return

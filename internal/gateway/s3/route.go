@@ -185,6 +185,9 @@ func (s *Server) expectedOwner(q *request) bool {
 // writeOps are the operations that store an object's bytes or metadata.
 var writeOps = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "CompleteMultipartUpload": true}
 
+// conditionalOps are the writes that take If-None-Match: * and If-Match.
+var conditionalOps = map[string]bool{"PutObject": true, "CompleteMultipartUpload": true}
+
 // checkHeaders refuses headers that ask for what the gateway does not do,
 // rather than ignore them and give a false guarantee.
 func checkHeaders(r *http.Request, opName string) error {
@@ -215,7 +218,12 @@ func checkHeaders(r *http.Request, opName string) error {
 		return notImpl("Canned ACL " + acl + " is not implemented: objects and buckets are private to the keys granted the bucket.")
 	}
 	if writeOps[opName] && (h.Get("If-Match") != "" || h.Get("If-None-Match") != "") {
-		return notImpl("Conditional writes (If-Match, If-None-Match on PUT) are not implemented.")
+		if !conditionalOps[opName] {
+			return notImpl("Conditional writes (If-Match, If-None-Match) are implemented on PutObject and CompleteMultipartUpload only.")
+		}
+		if v := h.Get("If-None-Match"); v != "" && v != "*" {
+			return notImpl("If-None-Match on a write takes only *: create the object if it does not exist.")
+		}
 	}
 	return nil
 }
