@@ -63,6 +63,15 @@ head -c 20000000 /dev/urandom >"$work/huge"
 cmp "$work/huge" "$work/huge.back"
 out=$("$aws" s3api head-object --bucket cli --key data/huge --query ETag --output text)
 grep -q -- '-3"$' <<<"$out"
+# A copy over 8 MiB is made in parts by UploadPartCopy (ranges of the
+# source), then read back by part number.
+"$aws" s3 cp s3://cli/data/huge s3://cli/data/huge-copy --only-show-errors
+"$aws" s3 cp s3://cli/data/huge-copy "$work/huge.copy" --only-show-errors
+cmp "$work/huge" "$work/huge.copy"
+out=$("$aws" s3api head-object --bucket cli --key data/huge-copy --part-number 2 --query '[PartsCount,ContentLength]' --output text)
+grep -q $'^3\t8388608$' <<<"$out"
+out=$("$aws" s3api get-object-attributes --bucket cli --key data/huge-copy --object-attributes ObjectSize ObjectParts --query '[ObjectSize,ObjectParts.TotalPartsCount]' --output text)
+test "$out" = $'20000000\t3'
 up=$("$aws" s3api create-multipart-upload --bucket cli --key data/manual --query UploadId --output text)
 "$aws" s3api upload-part --bucket cli --key data/manual --upload-id "$up" --part-number 1 --body "$work/small" >/dev/null
 out=$("$aws" s3api list-parts --bucket cli --key data/manual --upload-id "$up" --query 'Parts[0].Size' --output text)

@@ -147,6 +147,12 @@ func (g *Gateway) upload(ctx context.Context, bucketName, key, id string) (Uploa
 	return u, b, nil
 }
 
+// Upload returns an upload in progress of key in a bucket.
+func (g *Gateway) Upload(ctx context.Context, bucketName, key, id string) (Upload, error) {
+	u, _, err := g.upload(ctx, bucketName, key, id)
+	return u, err
+}
+
 // PutPart stores part number n (1..10000) of an upload. want, if set, is
 // the MD5 the part must have; sums, if set, is called once the body has
 // been read whole and returns the part's checksums, by algorithm.

@@ -324,32 +324,9 @@ func contentMD5(q *request) ([]byte, bool) {
 
 func (s *Server) copyObject(q *request) {
 	r := q.r
-	src, err := url.PathUnescape(r.Header.Get("x-amz-copy-source"))
-	if err != nil {
-		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
-		return
-	}
-	src, version, versioned := strings.Cut(src, "?versionId=")
-	if versioned && version != "null" {
-		q.fail(errNoVersion)
-		return
-	}
-	sb, sk, ok := strings.Cut(strings.TrimPrefix(src, "/"), "/")
-	if !ok || sk == "" {
-		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
-		return
-	}
-	if !s.allowedOn(q, sb, gateway.Read) {
-		return
-	}
 	ctx := r.Context()
-	info, inline, err := s.gw.Lookup(ctx, sb, sk)
-	if err != nil {
-		q.fail(err)
-		return
-	}
-	if err := copyConditions(r.Header, info); err != nil {
-		q.fail(err)
+	info, inline, ok := s.copySource(q)
+	if !ok {
 		return
 	}
 	opt := gateway.PutOptions{ContentType: info.ContentType, Meta: info.Meta, Headers: info.Headers}
@@ -381,6 +358,41 @@ func (s *Server) copyObject(q *request) {
 		LastModified string
 		ETag         string
 	}{NS: s3ns, LastModified: out.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + out.ETag + `"`})
+}
+
+// copySource finds the object x-amz-copy-source names (bucket/key, an
+// optional ?versionId=null), checks the key may read it and applies the
+// x-amz-copy-source-if-* conditions; false means the answer is sent.
+func (s *Server) copySource(q *request) (gateway.ObjectInfo, []byte, bool) {
+	r := q.r
+	src, err := url.PathUnescape(r.Header.Get("x-amz-copy-source"))
+	if err != nil {
+		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
+		return gateway.ObjectInfo{}, nil, false
+	}
+	src, version, versioned := strings.Cut(src, "?versionId=")
+	if versioned && version != "null" {
+		q.fail(errNoVersion)
+		return gateway.ObjectInfo{}, nil, false
+	}
+	sb, sk, ok := strings.Cut(strings.TrimPrefix(src, "/"), "/")
+	if !ok || sk == "" {
+		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
+		return gateway.ObjectInfo{}, nil, false
+	}
+	if !s.allowedOn(q, sb, gateway.Read) {
+		return gateway.ObjectInfo{}, nil, false
+	}
+	info, inline, err := s.gw.Lookup(r.Context(), sb, sk)
+	if err != nil {
+		q.fail(err)
+		return gateway.ObjectInfo{}, nil, false
+	}
+	if err := copyConditions(r.Header, info); err != nil {
+		q.fail(err)
+		return gateway.ObjectInfo{}, nil, false
+	}
+	return info, inline, true
 }
 
 // copyConditions applies x-amz-copy-source-if-* to the source: in S3's
@@ -519,7 +531,24 @@ func (s *Server) getObject(q *request) {
 		}
 	}
 	off, n, status := int64(0), info.Size, 200
-	if rg := r.Header.Get("Range"); rg != "" && rangeSyntaxOK(rg) {
+	if pn := r.URL.Query().Get("partNumber"); pn != "" {
+		if r.Header.Get("Range") != "" {
+			q.fail(s3err("InvalidRequest", 400, "Cannot specify both Range header and partNumber query parameter"))
+			return
+		}
+		var ok bool
+		if off, n, ok = partRange(info, pn); !ok {
+			q.fail(s3err("InvalidPartNumber", 416, "The requested partnumber is not satisfiable"))
+			return
+		}
+		if len(info.Parts) > 0 {
+			h.Set("x-amz-mp-parts-count", strconv.Itoa(len(info.Parts)))
+			if n > 0 {
+				status = 206
+				h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, info.Size))
+			}
+		}
+	} else if rg := r.Header.Get("Range"); rg != "" && rangeSyntaxOK(rg) {
 		if off, n, err = parseRange(rg, info.Size); err != nil {
 			h.Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
 			q.fail(err)
@@ -546,6 +575,25 @@ func (s *Server) getObject(q *request) {
 		panic(http.ErrAbortHandler)
 	}
 	q.bytes = cw.n
+}
+
+// partRange is where part pn (1-based) of an object lies; an object not
+// made of parts is its one part.
+func partRange(info gateway.ObjectInfo, pn string) (off, n int64, ok bool) {
+	i, err := strconv.Atoi(pn)
+	if err != nil || i < 1 || i > gateway.MaxParts {
+		return 0, 0, false
+	}
+	if len(info.Parts) == 0 {
+		return 0, info.Size, i == 1
+	}
+	if i > len(info.Parts) {
+		return 0, 0, false
+	}
+	for _, p := range info.Parts[:i-1] {
+		off += p.Size
+	}
+	return off, info.Parts[i-1].Size, true
 }
 
 var responseOverrides = []struct{ param, header string }{

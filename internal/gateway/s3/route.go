@@ -57,16 +57,18 @@ var ops = map[opKey]op{
 	{onBucket, "GET", "versions", false, false}:   {"ListObjectVersions", gateway.Read, false, (*Server).listVersions},
 	{onBucket, "GET", "versioning", false, false}: {"GetBucketVersioning", gateway.Read, false, (*Server).getVersioning},
 
-	{onObject, "PUT", "", false, false}:         {"PutObject", gateway.Write, false, (*Server).putObject},
-	{onObject, "PUT", "", false, true}:          {"CopyObject", gateway.Write, false, (*Server).copyObject},
-	{onObject, "GET", "", false, false}:         {"GetObject", gateway.Read, false, (*Server).getObject},
-	{onObject, "HEAD", "", false, false}:        {"HeadObject", gateway.Read, false, (*Server).getObject},
-	{onObject, "DELETE", "", false, false}:      {"DeleteObject", gateway.Write, false, (*Server).deleteObject},
-	{onObject, "POST", "uploads", false, false}: {"CreateMultipartUpload", gateway.Write, false, (*Server).createUpload},
-	{onObject, "PUT", "", true, false}:          {"UploadPart", gateway.Write, true, (*Server).uploadPart},
-	{onObject, "GET", "", true, false}:          {"ListParts", gateway.Read, true, (*Server).listParts},
-	{onObject, "POST", "", true, false}:         {"CompleteMultipartUpload", gateway.Write, true, (*Server).completeUpload},
-	{onObject, "DELETE", "", true, false}:       {"AbortMultipartUpload", gateway.Write, true, (*Server).abortUpload},
+	{onObject, "PUT", "", false, false}:           {"PutObject", gateway.Write, false, (*Server).putObject},
+	{onObject, "PUT", "", false, true}:            {"CopyObject", gateway.Write, false, (*Server).copyObject},
+	{onObject, "GET", "", false, false}:           {"GetObject", gateway.Read, false, (*Server).getObject},
+	{onObject, "HEAD", "", false, false}:          {"HeadObject", gateway.Read, false, (*Server).getObject},
+	{onObject, "DELETE", "", false, false}:        {"DeleteObject", gateway.Write, false, (*Server).deleteObject},
+	{onObject, "GET", "attributes", false, false}: {"GetObjectAttributes", gateway.Read, false, (*Server).getAttributes},
+	{onObject, "POST", "uploads", false, false}:   {"CreateMultipartUpload", gateway.Write, false, (*Server).createUpload},
+	{onObject, "PUT", "", true, false}:            {"UploadPart", gateway.Write, true, (*Server).uploadPart},
+	{onObject, "PUT", "", true, true}:             {"UploadPartCopy", gateway.Write, true, (*Server).uploadPartCopy},
+	{onObject, "GET", "", true, false}:            {"ListParts", gateway.Read, true, (*Server).listParts},
+	{onObject, "POST", "", true, false}:           {"CompleteMultipartUpload", gateway.Write, true, (*Server).completeUpload},
+	{onObject, "DELETE", "", true, false}:         {"AbortMultipartUpload", gateway.Write, true, (*Server).abortUpload},
 }
 
 // params are query keys that qualify an operation rather than select
@@ -106,9 +108,9 @@ func resolve(r *http.Request, bucket, object string) (op, bool) {
 		}
 		k.sub = name
 	}
-	// GET or HEAD ?partNumber of a whole object reads one part: not
-	// implemented (answering with the whole object would be wrong).
-	if k.t == onObject && !k.upload && query.Has("partNumber") {
+	// ?partNumber without ?uploadId reads one part of an object: GET and
+	// HEAD only (getObject); on anything else it is not a parameter.
+	if k.t == onObject && !k.upload && query.Has("partNumber") && k.method != "GET" && k.method != "HEAD" {
 		return op{}, false
 	}
 	o, ok := ops[k]
@@ -183,7 +185,7 @@ func (s *Server) expectedOwner(q *request) bool {
 }
 
 // writeOps are the operations that store an object's bytes or metadata.
-var writeOps = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "CompleteMultipartUpload": true}
+var writeOps = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "UploadPartCopy": true, "CompleteMultipartUpload": true}
 
 // conditionalOps are the writes that take If-None-Match: * and If-Match.
 var conditionalOps = map[string]bool{"PutObject": true, "CompleteMultipartUpload": true}

@@ -41,7 +41,8 @@ func TestRouting(t *testing.T) {
 		code             string
 	}
 	var cases []tc
-	for _, sub := range []string{"attributes", "torrent", "retention", "legal-hold", "acl", "tagging", "restore", "select&select-type=2"} {
+	cases = append(cases, tc{"HEAD", "/rtb/obj?attributes", "", nil, 501, ""})
+	for _, sub := range []string{"torrent", "retention", "legal-hold", "acl", "tagging", "restore", "select&select-type=2"} {
 		cases = append(cases, tc{"GET", "/rtb/obj?" + sub, "", nil, 501, "NotImplemented"})
 	}
 	for _, sub := range []string{"retention", "legal-hold", "tagging", "acl"} {
@@ -50,8 +51,12 @@ func TestRouting(t *testing.T) {
 	}
 	cases = append(cases, tc{"POST", "/rtb/obj?restore", "<RestoreRequest/>", nil, 501, "NotImplemented"},
 		tc{"POST", "/rtb/obj", "", nil, 501, "NotImplemented"},
-		tc{"GET", "/rtb/obj?partNumber=1", "", nil, 501, "NotImplemented"},
-		tc{"HEAD", "/rtb/obj?partNumber=1", "", nil, 501, ""},
+		tc{"GET", "/rtb/obj?partNumber=2", "", nil, 416, "InvalidPartNumber"},
+		tc{"GET", "/rtb/obj?partNumber=1", "", []string{"Range", "bytes=0-1"}, 400, "InvalidRequest"},
+		tc{"PUT", "/rtb/obj?partNumber=1", "evil", nil, 501, "NotImplemented"},
+		tc{"DELETE", "/rtb/obj?partNumber=1", "", nil, 501, "NotImplemented"},
+		tc{"GET", "/rtb/obj?attributes", "", nil, 400, "InvalidArgument"},
+		tc{"GET", "/rtb/obj?attributes", "", []string{"x-amz-object-attributes", "ETag,Bogus"}, 400, "InvalidArgument"},
 		tc{"GET", "/?foo", "", nil, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj?uploads", "", nil, 501, "NotImplemented"},
 		tc{"GET", "/rtb?uploads&delete", "", nil, 501, "NotImplemented"})
