@@ -72,7 +72,7 @@ func (g *Gateway) check(b *bucket, p string, cond Condition) error {
 	if !cond.set() {
 		return nil
 	}
-	info, found, err := g.current(b, p)
+	info, _, found, err := g.current(b, p)
 	if err != nil {
 		return err
 	}
@@ -87,24 +87,58 @@ func (g *Gateway) check(b *bucket, p string, cond Condition) error {
 	return nil
 }
 
-// current is the object at path p of b, if there is one.
-func (g *Gateway) current(b *bucket, p string) (ObjectInfo, bool, error) {
+// current is the object at path p of b, and its inline bytes, if there
+// is one.
+func (g *Gateway) current(b *bucket, p string) (ObjectInfo, []byte, bool, error) {
 	st, err := g.db.Stat(b.ns, p)
 	if errors.Is(err, namespace.ErrNotFound) {
-		return ObjectInfo{}, false, nil
+		return ObjectInfo{}, nil, false, nil
 	}
 	if err != nil {
-		return ObjectInfo{}, false, err
+		return ObjectInfo{}, nil, false, err
 	}
 	if st.Type != dag.File {
-		return ObjectInfo{}, false, nil
+		return ObjectInfo{}, nil, false, nil
 	}
 	raw, _, err := g.db.Content(b.ns, st.Data)
 	if err != nil {
-		return ObjectInfo{}, false, err
+		return ObjectInfo{}, nil, false, err
 	}
-	info, _, err := decodeRecord(raw)
-	return info, err == nil, err
+	info, inline, err := decodeRecord(raw)
+	return info, inline, err == nil, err
+}
+
+// SetTags replaces an object's tags (none: removes them), keeping its
+// bytes, ETag and time: the record is written again, under the key's
+// lock, as the current version has it. A missing key is ErrNoKey.
+func (g *Gateway) SetTags(ctx context.Context, bucketName, key string, tags map[string]string) (ObjectInfo, error) {
+	b, err := g.bucket(ctx, bucketName)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	p, err := keyPath(key)
+	if err != nil {
+		return ObjectInfo{}, ErrNoKey
+	}
+	unlock := g.keys.lock(b.ns, p)
+	defer unlock()
+	info, inline, found, err := g.current(b, p)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	if !found {
+		return ObjectInfo{}, ErrNoKey
+	}
+	info.Tags = tags
+	rec := encodeRecord(info, inline)
+	var entry dag.Hash
+	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
+		entry = e.Hash()
+		return e, blocks
+	})
+	info.Key, info.Version = key, entry
+	return info, err
 }
 
 // writeObject commits an object record for path p of b if cond holds,

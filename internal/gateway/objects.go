@@ -36,8 +36,10 @@ type ObjectInfo struct {
 	// a multipart object's COMPOSITE one.
 	Checksums map[string]string `json:"sums,omitempty"`
 	// ChecksumType is COMPOSITE or FULL_OBJECT ("" when there is none).
-	ChecksumType string   `json:"sumtype,omitempty"`
-	Version      dag.Hash `json:"-"` // the namespace entry
+	ChecksumType string `json:"sumtype,omitempty"`
+	// Tags are the object's tags (S3's object tagging), key to value.
+	Tags    map[string]string `json:"tags,omitempty"`
+	Version dag.Hash          `json:"-"` // the namespace entry
 }
 
 // PutOptions are what a PUT says of an object besides its bytes.
@@ -62,6 +64,9 @@ type PutOptions struct {
 	// before the bytes are stored and again, under the key's lock, with
 	// the commit.
 	If Condition `json:"-"`
+	// Tags are the object's tags (kept with a multipart upload until it
+	// completes).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // ErrBadDigest means the content's MD5 is not the one announced.
@@ -127,7 +132,7 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	if err := g.check(b, p, opt.If); err != nil {
 		return ObjectInfo{}, err
 	}
-	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Modified: time.Now().UTC()}
+	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, Modified: time.Now().UTC()}
 	st, err := g.store(ctx, r, size, opt.WantMD5)
 	if err != nil {
 		return ObjectInfo{}, err

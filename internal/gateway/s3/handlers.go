@@ -288,6 +288,12 @@ func (s *Server) putObject(q *request) {
 	opt.WantMD5 = want
 	opt.Checksums = q.sums.Sums
 	opt.If = writeCondition(r.Header)
+	tags, err := tagsHeader(r.Header)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	opt.Tags = tags
 	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
 	if err != nil {
 		q.fail(err)
@@ -332,6 +338,20 @@ func (s *Server) copyObject(q *request) {
 	opt := gateway.PutOptions{ContentType: info.ContentType, Meta: info.Meta, Headers: info.Headers}
 	if r.Header.Get("x-amz-metadata-directive") == "REPLACE" {
 		opt = putOptions(r.Header)
+	}
+	switch d := r.Header.Get("x-amz-tagging-directive"); d {
+	case "", "COPY":
+		opt.Tags = info.Tags
+	case "REPLACE":
+		tags, err := tagsHeader(r.Header)
+		if err != nil {
+			q.fail(err)
+			return
+		}
+		opt.Tags = tags
+	default:
+		q.fail(s3err("InvalidArgument", 400, "Unknown tagging directive: "+d))
+		return
 	}
 	pr, pw := io.Pipe()
 	go func() {
@@ -500,6 +520,7 @@ func (s *Server) getObject(q *request) {
 	for k, v := range info.Headers {
 		h.Set(k, v)
 	}
+	setTagCount(h, info.Tags)
 	// response-* parameters override the stored headers (presigned
 	// downloads name the file this way).
 	for _, o := range responseOverrides {

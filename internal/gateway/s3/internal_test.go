@@ -57,6 +57,13 @@ func TestResolve(t *testing.T) {
 		{"GET", "/b/k?partNumber=2", "", "GetObject"},
 		{"PUT", "/b/k?partNumber=2", "", ""},
 		{"GET", "/b/k?attributes", "", "GetObjectAttributes"},
+		{"PUT", "/b/k?tagging", "", "PutObjectTagging"},
+		{"GET", "/b/k?tagging&versionId=null", "", "GetObjectTagging"},
+		{"DELETE", "/b/k?tagging", "", "DeleteObjectTagging"},
+		{"POST", "/b/k?tagging", "", ""},
+		{"PUT", "/b?tagging", "", "PutBucketTagging"},
+		{"GET", "/b?tagging", "", "GetBucketTagging"},
+		{"DELETE", "/b?tagging", "", "DeleteBucketTagging"},
 		{"GET", "/b/k?uploadId=u&max-parts=2&part-number-marker=1", "", "ListParts"},
 		{"GET", "/b/k?acl", "", ""},
 		{"HEAD", "/b/k", "", "HeadObject"},
@@ -71,7 +78,6 @@ func TestResolve(t *testing.T) {
 		{"POST", "/b/k?select&select-type=2", "", ""},
 		{"DELETE", "/b/k", "", "DeleteObject"},
 		{"DELETE", "/b/k?uploadId=u", "", "AbortMultipartUpload"},
-		{"DELETE", "/b/k?tagging", "", ""},
 		{"PATCH", "/b/k", "", ""},
 	} {
 		r := httptest.NewRequest(c.method, c.target, nil)

@@ -17,6 +17,12 @@ const MinPart = 5 << 20
 
 func (s *Server) createUpload(q *request) {
 	opt := putOptions(q.r.Header)
+	tags, err := tagsHeader(q.r.Header)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	opt.Tags = tags
 	alg := strings.ToLower(q.r.Header.Get("x-amz-checksum-algorithm"))
 	typ := strings.ToUpper(q.r.Header.Get("x-amz-checksum-type"))
 	if alg == "" && typ != "" {

@@ -54,6 +54,9 @@ var ops = map[opKey]op{
 	{onBucket, "PUT", "cors", false, false}:       {"PutBucketCors", gateway.Owner, false, (*Server).putCORS},
 	{onBucket, "GET", "cors", false, false}:       {"GetBucketCors", gateway.Read, false, (*Server).getCORS},
 	{onBucket, "DELETE", "cors", false, false}:    {"DeleteBucketCors", gateway.Owner, false, (*Server).deleteCORS},
+	{onBucket, "PUT", "tagging", false, false}:    {"PutBucketTagging", gateway.Owner, false, (*Server).putBucketTagging},
+	{onBucket, "GET", "tagging", false, false}:    {"GetBucketTagging", gateway.Read, false, (*Server).getBucketTagging},
+	{onBucket, "DELETE", "tagging", false, false}: {"DeleteBucketTagging", gateway.Owner, false, (*Server).deleteBucketTagging},
 	{onBucket, "GET", "versions", false, false}:   {"ListObjectVersions", gateway.Read, false, (*Server).listVersions},
 	{onBucket, "GET", "versioning", false, false}: {"GetBucketVersioning", gateway.Read, false, (*Server).getVersioning},
 
@@ -62,6 +65,9 @@ var ops = map[opKey]op{
 	{onObject, "GET", "", false, false}:           {"GetObject", gateway.Read, false, (*Server).getObject},
 	{onObject, "HEAD", "", false, false}:          {"HeadObject", gateway.Read, false, (*Server).getObject},
 	{onObject, "DELETE", "", false, false}:        {"DeleteObject", gateway.Write, false, (*Server).deleteObject},
+	{onObject, "PUT", "tagging", false, false}:    {"PutObjectTagging", gateway.Write, false, (*Server).putObjectTagging},
+	{onObject, "GET", "tagging", false, false}:    {"GetObjectTagging", gateway.Read, false, (*Server).getObjectTagging},
+	{onObject, "DELETE", "tagging", false, false}: {"DeleteObjectTagging", gateway.Write, false, (*Server).deleteObjectTagging},
 	{onObject, "GET", "attributes", false, false}: {"GetObjectAttributes", gateway.Read, false, (*Server).getAttributes},
 	{onObject, "POST", "uploads", false, false}:   {"CreateMultipartUpload", gateway.Write, false, (*Server).createUpload},
 	{onObject, "PUT", "", true, false}:            {"UploadPart", gateway.Write, true, (*Server).uploadPart},
@@ -205,8 +211,6 @@ func checkHeaders(r *http.Request, opName string) error {
 			return notImpl("Server-side encryption with KMS keys is not implemented: the grid encrypts every object with its own keys.")
 		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(h.Get(name), "true"):
 			return notImpl("Object Lock is not implemented.")
-		case ln == "x-amz-tagging", ln == "x-amz-tagging-directive" && h.Get(name) != "COPY":
-			return notImpl("Object tagging is not implemented.")
 		case strings.HasPrefix(ln, "x-amz-grant-"):
 			return notImpl("ACLs are not implemented: permissions are the access keys' grants.")
 		case ln == "x-amz-website-redirect-location":

@@ -42,10 +42,10 @@ func TestRouting(t *testing.T) {
 	}
 	var cases []tc
 	cases = append(cases, tc{"HEAD", "/rtb/obj?attributes", "", nil, 501, ""})
-	for _, sub := range []string{"torrent", "retention", "legal-hold", "acl", "tagging", "restore", "select&select-type=2"} {
+	for _, sub := range []string{"torrent", "retention", "legal-hold", "acl", "restore", "select&select-type=2"} {
 		cases = append(cases, tc{"GET", "/rtb/obj?" + sub, "", nil, 501, "NotImplemented"})
 	}
-	for _, sub := range []string{"retention", "legal-hold", "tagging", "acl"} {
+	for _, sub := range []string{"retention", "legal-hold", "acl"} {
 		cases = append(cases, tc{"PUT", "/rtb/obj?" + sub, "<Retention><Mode>GOVERNANCE</Mode></Retention>", nil, 501, "NotImplemented"})
 		cases = append(cases, tc{"DELETE", "/rtb/obj?" + sub, "", nil, 501, "NotImplemented"})
 	}
@@ -60,7 +60,7 @@ func TestRouting(t *testing.T) {
 		tc{"GET", "/?foo", "", nil, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj?uploads", "", nil, 501, "NotImplemented"},
 		tc{"GET", "/rtb?uploads&delete", "", nil, 501, "NotImplemented"})
-	for _, sub := range []string{"tagging", "encryption", "policyStatus", "ownershipControls", "object-lock",
+	for _, sub := range []string{"encryption", "policyStatus", "ownershipControls", "object-lock",
 		"versioning", "lifecycle", "website", "policy", "acl", "logging", "notification", "replication", "accelerate",
 		"requestPayment", "analytics", "metrics", "inventory", "intelligent-tiering", "publicAccessBlock", "versions", "session"} {
 		if sub != "versions" && sub != "versioning" { // GET served: buckets are never versioned
@@ -85,7 +85,10 @@ func TestRouting(t *testing.T) {
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-acl", "public-read"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-grant-read", "id=x"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-object-lock-mode", "COMPLIANCE"}, 501, "NotImplemented"},
-		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "a=b"}, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "aws:a=b"}, 400, "InvalidTag"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "a=b&a=c"}, 400, "InvalidTag"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "a=%zz"}, 400, "InvalidArgument"},
+		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj", "x-amz-tagging-directive", "MERGE"}, 400, "InvalidArgument"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-checksum-crc32", bad}, 400, "BadDigest"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-checksum-crc32", "!!"}, 400, "BadDigest"},
 		tc{"DELETE", "/rtb/obj?versionId=bogus", "", nil, 404, "NoSuchVersion"},
