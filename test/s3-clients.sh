@@ -90,7 +90,7 @@ out=$("$aws" s3api list-object-versions --bucket cli --prefix data/ --query 'Ver
 grep -q $'^data/big\tnull\tTrue$' <<<"$out"
 out=$("$aws" s3api get-bucket-versioning --bucket cli --output text)
 test -z "$out"
-"$aws" s3api put-object-tagging --bucket cli --key data/small --tagging 'TagSet=[{Key=team,Value=blue}]'
+"$aws" s3api put-object-tagging --bucket cli --key data/small --tagging 'TagSet=[{Key=team,Value=blue}]' >/dev/null
 out=$("$aws" s3api get-object-tagging --bucket cli --key data/small --query 'TagSet[0].Value' --output text)
 test "$out" = blue
 "$aws" s3 rm s3://cli/data/big --only-show-errors
