@@ -61,7 +61,7 @@ type s3TLSFlags struct {
 }
 
 func (f *s3TLSFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.mode, "s3-tls", "auto", "HTTPS for the S3 endpoint: on, off, or auto (on unless --s3 is a loopback address)")
+	fs.StringVar(&f.mode, "s3-tls", "auto", "HTTPS for the S3 endpoint: on, off, or auto (on unless --s3 is a loopback address and no --s3-tls-cert is given)")
 	fs.StringVar(&f.cert, "s3-tls-cert", "", "certificate (PEM) the S3 endpoint serves; default: one issued by the gateway's own CA (DIR/s3-ca.pem)")
 	fs.StringVar(&f.key, "s3-tls-key", "", "private key (PEM) of --s3-tls-cert")
 }

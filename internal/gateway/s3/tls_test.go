@@ -152,3 +152,31 @@ func TestTLSAuto(t *testing.T) {
 		t.Error("Wildcard")
 	}
 }
+
+// TestTLSCertificateNames: the issued certificate names the listen host,
+// and localhost and the loopback addresses whatever the host.
+func TestTLSCertificateNames(t *testing.T) {
+	dir := t.TempDir()
+	for addr, want := range map[string][]string{
+		"gw.example.com:443": {"gw.example.com", "localhost", "127.0.0.1"},
+		"10.1.2.3:7780":      {"10.1.2.3", "localhost", "::1"},
+		"0.0.0.0:7780":       {"localhost", "127.0.0.1"},
+	} {
+		setup, err := s3.LoadTLS(dir, addr, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(setup.Config.Certificates[0].Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range want {
+			if err := leaf.VerifyHostname(h); err != nil {
+				t.Errorf("certificate for %s: %v", addr, err)
+			}
+		}
+		if err := leaf.VerifyHostname("other.example.com"); err == nil {
+			t.Errorf("certificate for %s names other.example.com", addr)
+		}
+	}
+}
