@@ -63,6 +63,15 @@ head -c 20000000 /dev/urandom >"$work/huge"
 cmp "$work/huge" "$work/huge.back"
 out=$("$aws" s3api head-object --bucket cli --key data/huge --query ETag --output text)
 grep -q -- '-3"$' <<<"$out"
+# A copy over 8 MiB is made in parts by UploadPartCopy (ranges of the
+# source), then read back by part number.
+"$aws" s3 cp s3://cli/data/huge s3://cli/data/huge-copy --only-show-errors
+"$aws" s3 cp s3://cli/data/huge-copy "$work/huge.copy" --only-show-errors
+cmp "$work/huge" "$work/huge.copy"
+out=$("$aws" s3api head-object --bucket cli --key data/huge-copy --part-number 2 --query '[PartsCount,ContentLength]' --output text)
+grep -q $'^3\t8388608$' <<<"$out"
+out=$("$aws" s3api get-object-attributes --bucket cli --key data/huge-copy --object-attributes ObjectSize ObjectParts --query '[ObjectSize,ObjectParts.TotalPartsCount]' --output text)
+test "$out" = $'20000000\t3'
 up=$("$aws" s3api create-multipart-upload --bucket cli --key data/manual --query UploadId --output text)
 "$aws" s3api upload-part --bucket cli --key data/manual --upload-id "$up" --part-number 1 --body "$work/small" >/dev/null
 out=$("$aws" s3api list-parts --bucket cli --key data/manual --upload-id "$up" --query 'Parts[0].Size' --output text)
@@ -77,6 +86,13 @@ for i in $(seq 1 50); do echo "cli $i" >"$work/tree/a/f$i"; echo "deep $i" >"$wo
 "$aws" s3 sync "$work/tree" s3://cli/tree --only-show-errors
 out=$("$aws" s3 ls s3://cli/tree --recursive)
 test "$(wc -l <<<"$out")" = 100
+out=$("$aws" s3api list-object-versions --bucket cli --prefix data/ --query 'Versions[].[Key,VersionId,IsLatest]' --output text)
+grep -q $'^data/big\tnull\tTrue$' <<<"$out"
+out=$("$aws" s3api get-bucket-versioning --bucket cli --output text)
+test -z "$out"
+"$aws" s3api put-object-tagging --bucket cli --key data/small --tagging 'TagSet=[{Key=team,Value=blue}]' >/dev/null
+out=$("$aws" s3api get-object-tagging --bucket cli --key data/small --query 'TagSet[0].Value' --output text)
+test "$out" = blue
 "$aws" s3 rm s3://cli/data/big --only-show-errors
 ! "$aws" s3api head-object --bucket cli --key data/big >/dev/null 2>&1
 if "$aws" s3 rb s3://cli 2>/dev/null; then echo "removed a non-empty bucket"; exit 1; fi
@@ -153,5 +169,38 @@ test "$(wc -l <<<"$out")" = 999
 
 say "browser: presigned POST and CORS in headless Chromium (test/s3-browser)"
 QUILT_PYTHON="$venv/bin/python" bash "$root/test/s3-browser/run.sh"
+
+say "HTTPS: quilt up --s3-tls on, its own CA trusted by each client"
+kill "$pid" && wait "$pid" 2>/dev/null || true
+pid=
+unset AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+QUILT_HOME="$work/home-tls" "$work/quilt" up --port 0 --no-fsync --s3-tls on >"$work/up-tls.log" 2>&1 &
+pid=$!
+env="$work/home-tls/grid/gateway/s3.env"
+for _ in $(seq 1 120); do [ -s "$env" ] && break; sleep 0.5; done
+[ -s "$env" ] || { cat "$work/up-tls.log"; echo "quilt up --s3-tls on did not start"; exit 1; }
+# shellcheck disable=SC1090
+. "$env"
+grep -q '^https://' <<<"$AWS_ENDPOINT_URL"
+test -s "$AWS_CA_BUNDLE"
+grep -q 'SHA-256 ' "$work/up-tls.log"
+"$aws" s3 mb s3://tls
+"$aws" s3 cp "$work/small" s3://tls/small --only-show-errors
+out=$("$aws" s3 ls s3://tls/)
+grep -q ' small$' <<<"$out"
+# Without the CA, the certificate is not trusted.
+if env -u AWS_CA_BUNDLE "$aws" s3 ls s3://tls/ >/dev/null 2>&1; then echo "awscli trusted the gateway without its CA"; exit 1; fi
+"$venv/bin/python" - <<'PY'
+import os, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+s3.put_object(Bucket="tls", Key="boto", Body=b"over https")
+assert s3.get_object(Bucket="tls", Key="boto")["Body"].read() == b"over https"
+print("boto3 over https ok")
+PY
+export RCLONE_CONFIG_Q_ENDPOINT="$AWS_ENDPOINT_URL" RCLONE_CONFIG_Q_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" RCLONE_CONFIG_Q_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY"
+ca=$AWS_CA_BUNDLE
+env -u AWS_CA_BUNDLE rclone -q --ca-cert "$ca" copy "$work/rtree/d3" q:tls/rtree
+env -u AWS_CA_BUNDLE rclone -q --ca-cert "$ca" check "$work/rtree/d3" q:tls/rtree
+if env -u AWS_CA_BUNDLE rclone -q --low-level-retries 1 --retries 1 ls q:tls >/dev/null 2>&1; then echo "rclone trusted the gateway without its CA"; exit 1; fi
 
 say "all S3 clients passed"

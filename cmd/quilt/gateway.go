@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -25,6 +27,16 @@ type s3Service struct {
 	srv   *http.Server
 	url   string
 	admin gateway.AccessKey
+	tls   *s3.TLSSetup // nil: plain HTTP
+}
+
+// tlsNote is what to print about the endpoint's certificate: the CA to
+// trust and its fingerprint, when the gateway made it.
+func (s *s3Service) tlsNote() string {
+	if s.tls == nil || s.tls.CAFile == "" {
+		return ""
+	}
+	return fmt.Sprintf("TLS certificate from the gateway's CA %s\n  SHA-256 %s\n", s.tls.CAFile, s.tls.Fingerprint)
 }
 
 func (s *s3Service) Close() {
@@ -43,9 +55,47 @@ func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) 
 // their namespace entry.
 var inlineMax = 4096
 
-// startS3 starts a gateway serving S3 on addr, creating its first
-// (admin) access key on first use and writing dir/s3.env.
-func startS3(ctx context.Context, s *session, dir, addr, region string, log *slog.Logger) (*s3Service, error) {
+// s3TLSFlags are the --s3-tls flags of quilt gateway and quilt up.
+type s3TLSFlags struct {
+	mode, cert, key string
+}
+
+func (f *s3TLSFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.mode, "s3-tls", "auto", "HTTPS for the S3 endpoint: on, off, or auto (on unless --s3 is a loopback address and no --s3-tls-cert is given)")
+	fs.StringVar(&f.cert, "s3-tls-cert", "", "certificate (PEM) the S3 endpoint serves; default: one issued by the gateway's own CA (DIR/s3-ca.pem)")
+	fs.StringVar(&f.key, "s3-tls-key", "", "private key (PEM) of --s3-tls-cert")
+}
+
+// setup returns the TLS setup for a gateway in dir listening on addr,
+// nil for plain HTTP.
+func (f *s3TLSFlags) setup(dir, addr string) (*s3.TLSSetup, error) {
+	on := false
+	switch f.mode {
+	case "on":
+		on = true
+	case "off":
+		if f.cert != "" || f.key != "" {
+			return nil, errors.New("--s3-tls-cert and --s3-tls-key need --s3-tls on or auto")
+		}
+	case "auto", "":
+		on = s3.TLSAuto(addr) || f.cert != ""
+	default:
+		return nil, fmt.Errorf("--s3-tls %q: want on, off or auto", f.mode)
+	}
+	if !on {
+		return nil, nil
+	}
+	return s3.LoadTLS(dir, addr, f.cert, f.key)
+}
+
+// startS3 starts a gateway serving S3 on addr (HTTPS as tf says),
+// creating its first (admin) access key on first use and writing
+// dir/s3.env.
+func startS3(ctx context.Context, s *session, dir, addr, region string, tf s3TLSFlags, log *slog.Logger) (*s3Service, error) {
+	tlsSetup, err := tf.setup(dir, addr)
+	if err != nil {
+		return nil, err
+	}
 	gw, err := openGateway(ctx, s, dir, log)
 	if err != nil {
 		return nil, err
@@ -61,10 +111,28 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, log *slo
 		return nil, fmt.Errorf("s3: listen on %s: %w", addr, err)
 	}
 	svc := &s3Service{gw: gw, admin: admin, url: "http://" + ln.Addr().String(),
-		srv: s3.New(gw, s3.Options{Region: region, Logger: log}).HTTPServer()}
-	go svc.srv.Serve(ln)
+		srv: s3.New(gw, s3.Options{Region: region, Logger: log}).HTTPServer(), tls: tlsSetup}
+	if tlsSetup != nil {
+		host := ln.Addr().String()
+		if s3.Wildcard(addr) {
+			_, port, _ := net.SplitHostPort(host)
+			host = net.JoinHostPort("localhost", port)
+		}
+		svc.url = "https://" + host
+		svc.srv.TLSConfig = tlsSetup.Config
+		go svc.srv.ServeTLS(ln, "", "")
+	} else {
+		go svc.srv.Serve(ln)
+	}
 	env := fmt.Sprintf("export AWS_ENDPOINT_URL=%s\nexport AWS_ACCESS_KEY_ID=%s\nexport AWS_SECRET_ACCESS_KEY=%s\nexport AWS_DEFAULT_REGION=%s\n",
 		svc.url, admin.ID, admin.Secret, region)
+	if tlsSetup != nil && tlsSetup.CAFile != "" {
+		ca, err := filepath.Abs(tlsSetup.CAFile)
+		if err != nil {
+			ca = tlsSetup.CAFile
+		}
+		env += fmt.Sprintf("export AWS_CA_BUNDLE=%s\n", ca)
+	}
 	if err := writeFileAtomic(filepath.Join(dir, "s3.env"), []byte(env), 0o600); err != nil {
 		svc.Close()
 		return nil, err
@@ -93,6 +161,8 @@ func runGateway(ctx context.Context, args []string) error {
 	var g gridFlags
 	g.register(fs)
 	addr := fs.String("s3", "127.0.0.1:7780", "S3 endpoint address (host:port)")
+	var tf s3TLSFlags
+	tf.register(fs)
 	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
 	region := fs.String("region", "us-east-1", "region reported to clients")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
@@ -103,13 +173,13 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := startS3(ctx, s, *dir, *addr, *region, s.log)
+	svc, err := startS3(ctx, s, *dir, *addr, *region, tf, s.log)
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
-	fmt.Fprintf(os.Stderr, "quilt gateway: S3 at %s\naccess key %s (admin; secret in %s)\ntry:  . %s; aws s3 ls\n",
-		svc.url, svc.admin.ID, filepath.Join(*dir, "admin.json"), filepath.Join(*dir, "s3.env"))
+	fmt.Fprintf(os.Stderr, "quilt gateway: S3 at %s\n%saccess key %s (admin; secret in %s)\ntry:  . %s; aws s3 ls\n",
+		svc.url, svc.tlsNote(), svc.admin.ID, filepath.Join(*dir, "admin.json"), filepath.Join(*dir, "s3.env"))
 	<-ctx.Done()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -130,6 +131,8 @@ func runUp(ctx context.Context, args []string) error {
 	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
 	s3addr := fs.String("s3", "", "S3 endpoint of the grid's gateway (default: host, port+2·nodes; \"off\": none)")
+	var s3tls s3TLSFlags
+	s3tls.register(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -232,7 +235,7 @@ func runUp(ctx context.Context, args []string) error {
 			return err
 		}
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		svc, err := startS3(sctx, sess, filepath.Join(*dir, "gateway"), addr, "us-east-1", log)
+		svc, err := startS3(sctx, sess, filepath.Join(*dir, "gateway"), addr, "us-east-1", s3tls, log)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
@@ -241,6 +244,9 @@ func runUp(ctx context.Context, args []string) error {
 		env := filepath.Join(*dir, "gateway", "s3.env")
 		s3msg = fmt.Sprintf("S3:    %s  access key %s  secret %s\n       . %s; aws s3 mb s3://photos; aws s3 cp FILE s3://photos/\n",
 			svc.url, svc.admin.ID, svc.admin.Secret, env)
+		if note := svc.tlsNote(); note != "" {
+			s3msg += "       " + strings.ReplaceAll(strings.TrimSuffix(note, "\n"), "\n", "\n       ") + "\n"
+		}
 	}
 	fmt.Fprintf(os.Stderr, `quilt grid of %d nodes is up (data in %s)
 invite: %s

@@ -103,7 +103,8 @@ type Gateway struct {
 	createMu sync.Mutex // one bucket creation at a time here
 	mu       sync.Mutex
 	buckets  map[string]*bucket
-	md5      md5s // ETag hashes of uploads
+	md5      md5s     // ETag hashes of uploads
+	keys     keyLocks // per-key locks of object writes (conditional writes)
 
 	stop chan struct{}
 	wg   sync.WaitGroup

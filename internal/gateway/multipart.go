@@ -147,6 +147,12 @@ func (g *Gateway) upload(ctx context.Context, bucketName, key, id string) (Uploa
 	return u, b, nil
 }
 
+// Upload returns an upload in progress of key in a bucket.
+func (g *Gateway) Upload(ctx context.Context, bucketName, key, id string) (Upload, error) {
+	u, _, err := g.upload(ctx, bucketName, key, id)
+	return u, err
+}
+
 // PutPart stores part number n (1..10000) of an upload. want, if set, is
 // the MD5 the part must have; sums, if set, is called once the body has
 // been read whole and returns the part's checksums, by algorithm.
@@ -249,6 +255,13 @@ type PartRef struct {
 // ErrChecksumType if the upload has no checksum of that algorithm), or
 // nothing is written.
 func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64, want map[string]string) (ObjectInfo, error) {
+	return g.CompleteUploadIf(ctx, bucketName, key, id, refs, minPart, want, Condition{})
+}
+
+// CompleteUploadIf is CompleteUpload if cond holds (checked and
+// committed under the key's lock); else ErrPrecondition (or ErrNoKey for
+// If-Match on a missing key), and the upload stays open.
+func (g *Gateway) CompleteUploadIf(ctx context.Context, bucketName, key, id string, refs []PartRef, minPart int64, want map[string]string, cond Condition) (ObjectInfo, error) {
 	u, b, err := g.upload(ctx, bucketName, key, id)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -264,7 +277,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 	if len(refs) == 0 {
 		return ObjectInfo{}, fmt.Errorf("%w: no parts given", ErrBadPart)
 	}
-	info := ObjectInfo{ContentType: u.Options.ContentType, Meta: u.Options.Meta, Headers: u.Options.Headers, Modified: time.Now().UTC()}
+	info := ObjectInfo{ContentType: u.Options.ContentType, Meta: u.Options.Meta, Headers: u.Options.Headers, Tags: u.Options.Tags, Modified: time.Now().UTC()}
 	sum := md5.New()
 	for i, ref := range refs {
 		p, ok := byNum[ref.Number]
@@ -309,13 +322,8 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 		}
 	}
 	p, _ := keyPath(key)
-	rec := encodeRecord(info, nil)
-	var entry dag.Hash
-	if err := g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
-		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
-		entry = e.Hash()
-		return e, blocks
-	}); err != nil {
+	entry, err := g.writeObject(ctx, b, p, cond, encodeRecord(info, nil))
+	if err != nil {
 		return ObjectInfo{}, err
 	}
 	info.Key, info.Version = key, entry

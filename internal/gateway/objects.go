@@ -36,8 +36,10 @@ type ObjectInfo struct {
 	// a multipart object's COMPOSITE one.
 	Checksums map[string]string `json:"sums,omitempty"`
 	// ChecksumType is COMPOSITE or FULL_OBJECT ("" when there is none).
-	ChecksumType string   `json:"sumtype,omitempty"`
-	Version      dag.Hash `json:"-"` // the namespace entry
+	ChecksumType string `json:"sumtype,omitempty"`
+	// Tags are the object's tags (S3's object tagging), key to value.
+	Tags    map[string]string `json:"tags,omitempty"`
+	Version dag.Hash          `json:"-"` // the namespace entry
 }
 
 // PutOptions are what a PUT says of an object besides its bytes.
@@ -58,6 +60,13 @@ type PutOptions struct {
 	// (COMPOSITE or FULL_OBJECT).
 	ChecksumAlgorithm string `json:"sumalg,omitempty"`
 	ChecksumType      string `json:"sumtype,omitempty"`
+	// If is the write's condition (If-None-Match, If-Match): checked
+	// before the bytes are stored and again, under the key's lock, with
+	// the commit.
+	If Condition `json:"-"`
+	// Tags are the object's tags (kept with a multipart upload until it
+	// completes).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // ErrBadDigest means the content's MD5 is not the one announced.
@@ -118,7 +127,12 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Modified: time.Now().UTC()}
+	// A write whose condition fails already is refused before its bytes
+	// are stored; the check that counts is the one with the commit.
+	if err := g.check(b, p, opt.If); err != nil {
+		return ObjectInfo{}, err
+	}
+	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, Modified: time.Now().UTC()}
 	st, err := g.store(ctx, r, size, opt.WantMD5)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -140,13 +154,7 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	// the rest, so small blocks bought no speed, and each is another
 	// record to store and index at every replica (a 4 KiB object: one
 	// record instead of six, 27 bbolt pages written instead of ~60).
-	rec := encodeRecord(info, inline)
-	var entry dag.Hash
-	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
-		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
-		entry = e.Hash()
-		return e, blocks
-	})
+	entry, err := g.writeObject(ctx, b, p, opt.If, encodeRecord(info, inline))
 	info.Key, info.Version = key, entry
 	return info, err
 }
@@ -317,6 +325,8 @@ func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
 	if err != nil {
 		return nil
 	}
+	unlock := g.keys.lock(b.ns, p)
+	defer unlock()
 	if _, err := g.db.Stat(b.ns, p); errors.Is(err, namespace.ErrNotFound) {
 		return nil
 	}

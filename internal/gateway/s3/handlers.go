@@ -287,6 +287,13 @@ func (s *Server) putObject(q *request) {
 	}
 	opt.WantMD5 = want
 	opt.Checksums = q.sums.Sums
+	opt.If = writeCondition(r.Header)
+	tags, err := tagsHeader(r.Header)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	opt.Tags = tags
 	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
 	if err != nil {
 		q.fail(err)
@@ -297,6 +304,13 @@ func (s *Server) putObject(q *request) {
 	setChecksumHeaders(q.w.Header(), info.Checksums, info.ChecksumType)
 	q.status = 200
 	q.w.WriteHeader(200)
+}
+
+// writeCondition is the condition of a PutObject or
+// CompleteMultipartUpload: If-None-Match: * (checkHeaders refuses other
+// values), If-Match: ETAG.
+func writeCondition(h http.Header) gateway.Condition {
+	return gateway.Condition{IfNoneMatch: h.Get("If-None-Match") == "*", IfMatch: strings.Trim(h.Get("If-Match"), `"`)}
 }
 
 // contentMD5 reads a Content-MD5 header (nil if none); false means it was
@@ -316,37 +330,28 @@ func contentMD5(q *request) ([]byte, bool) {
 
 func (s *Server) copyObject(q *request) {
 	r := q.r
-	src, err := url.PathUnescape(r.Header.Get("x-amz-copy-source"))
-	if err != nil {
-		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
-		return
-	}
-	src, version, versioned := strings.Cut(src, "?versionId=")
-	if versioned && version != "null" {
-		q.fail(errNoVersion)
-		return
-	}
-	sb, sk, ok := strings.Cut(strings.TrimPrefix(src, "/"), "/")
-	if !ok || sk == "" {
-		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
-		return
-	}
-	if !s.allowedOn(q, sb, gateway.Read) {
-		return
-	}
 	ctx := r.Context()
-	info, inline, err := s.gw.Lookup(ctx, sb, sk)
-	if err != nil {
-		q.fail(err)
-		return
-	}
-	if err := copyConditions(r.Header, info); err != nil {
-		q.fail(err)
+	info, inline, ok := s.copySource(q)
+	if !ok {
 		return
 	}
 	opt := gateway.PutOptions{ContentType: info.ContentType, Meta: info.Meta, Headers: info.Headers}
 	if r.Header.Get("x-amz-metadata-directive") == "REPLACE" {
 		opt = putOptions(r.Header)
+	}
+	switch d := r.Header.Get("x-amz-tagging-directive"); d {
+	case "", "COPY":
+		opt.Tags = info.Tags
+	case "REPLACE":
+		tags, err := tagsHeader(r.Header)
+		if err != nil {
+			q.fail(err)
+			return
+		}
+		opt.Tags = tags
+	default:
+		q.fail(s3err("InvalidArgument", 400, "Unknown tagging directive: "+d))
+		return
 	}
 	pr, pw := io.Pipe()
 	go func() {
@@ -373,6 +378,41 @@ func (s *Server) copyObject(q *request) {
 		LastModified string
 		ETag         string
 	}{NS: s3ns, LastModified: out.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + out.ETag + `"`})
+}
+
+// copySource finds the object x-amz-copy-source names (bucket/key, an
+// optional ?versionId=null), checks the key may read it and applies the
+// x-amz-copy-source-if-* conditions; false means the answer is sent.
+func (s *Server) copySource(q *request) (gateway.ObjectInfo, []byte, bool) {
+	r := q.r
+	src, err := url.PathUnescape(r.Header.Get("x-amz-copy-source"))
+	if err != nil {
+		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
+		return gateway.ObjectInfo{}, nil, false
+	}
+	src, version, versioned := strings.Cut(src, "?versionId=")
+	if versioned && version != "null" {
+		q.fail(errNoVersion)
+		return gateway.ObjectInfo{}, nil, false
+	}
+	sb, sk, ok := strings.Cut(strings.TrimPrefix(src, "/"), "/")
+	if !ok || sk == "" {
+		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
+		return gateway.ObjectInfo{}, nil, false
+	}
+	if !s.allowedOn(q, sb, gateway.Read) {
+		return gateway.ObjectInfo{}, nil, false
+	}
+	info, inline, err := s.gw.Lookup(r.Context(), sb, sk)
+	if err != nil {
+		q.fail(err)
+		return gateway.ObjectInfo{}, nil, false
+	}
+	if err := copyConditions(r.Header, info); err != nil {
+		q.fail(err)
+		return gateway.ObjectInfo{}, nil, false
+	}
+	return info, inline, true
 }
 
 // copyConditions applies x-amz-copy-source-if-* to the source: in S3's
@@ -480,6 +520,7 @@ func (s *Server) getObject(q *request) {
 	for k, v := range info.Headers {
 		h.Set(k, v)
 	}
+	setTagCount(h, info.Tags)
 	// response-* parameters override the stored headers (presigned
 	// downloads name the file this way).
 	for _, o := range responseOverrides {
@@ -511,7 +552,24 @@ func (s *Server) getObject(q *request) {
 		}
 	}
 	off, n, status := int64(0), info.Size, 200
-	if rg := r.Header.Get("Range"); rg != "" && rangeSyntaxOK(rg) {
+	if pn := r.URL.Query().Get("partNumber"); pn != "" {
+		if r.Header.Get("Range") != "" {
+			q.fail(s3err("InvalidRequest", 400, "Cannot specify both Range header and partNumber query parameter"))
+			return
+		}
+		var ok bool
+		if off, n, ok = partRange(info, pn); !ok {
+			q.fail(s3err("InvalidPartNumber", 416, "The requested partnumber is not satisfiable"))
+			return
+		}
+		if len(info.Parts) > 0 {
+			h.Set("x-amz-mp-parts-count", strconv.Itoa(len(info.Parts)))
+			if n > 0 {
+				status = 206
+				h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, info.Size))
+			}
+		}
+	} else if rg := r.Header.Get("Range"); rg != "" && rangeSyntaxOK(rg) {
 		if off, n, err = parseRange(rg, info.Size); err != nil {
 			h.Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
 			q.fail(err)
@@ -538,6 +596,25 @@ func (s *Server) getObject(q *request) {
 		panic(http.ErrAbortHandler)
 	}
 	q.bytes = cw.n
+}
+
+// partRange is where part pn (1-based) of an object lies; an object not
+// made of parts is its one part.
+func partRange(info gateway.ObjectInfo, pn string) (off, n int64, ok bool) {
+	i, err := strconv.Atoi(pn)
+	if err != nil || i < 1 || i > gateway.MaxParts {
+		return 0, 0, false
+	}
+	if len(info.Parts) == 0 {
+		return 0, info.Size, i == 1
+	}
+	if i > len(info.Parts) {
+		return 0, 0, false
+	}
+	for _, p := range info.Parts[:i-1] {
+		off += p.Size
+	}
+	return off, info.Parts[i-1].Size, true
 }
 
 var responseOverrides = []struct{ param, header string }{

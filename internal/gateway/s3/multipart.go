@@ -2,6 +2,7 @@ package s3
 
 import (
 	"encoding/xml"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -16,6 +17,12 @@ const MinPart = 5 << 20
 
 func (s *Server) createUpload(q *request) {
 	opt := putOptions(q.r.Header)
+	tags, err := tagsHeader(q.r.Header)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	opt.Tags = tags
 	alg := strings.ToLower(q.r.Header.Get("x-amz-checksum-algorithm"))
 	typ := strings.ToUpper(q.r.Header.Get("x-amz-checksum-type"))
 	if alg == "" && typ != "" {
@@ -139,7 +146,7 @@ func (s *Server) completeUpload(q *request) {
 			}
 		}
 	}
-	info, err := s.gw.CompleteUpload(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart, want)
+	info, err := s.gw.CompleteUploadIf(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart, want, writeCondition(q.r.Header))
 	if err != nil {
 		q.fail(err)
 		return
@@ -189,4 +196,79 @@ func (s *Server) listUploads(q *request) {
 		out.Uploads = append(out.Uploads, uploadXML{u.Key, u.ID, u.Initiated.Format(time.RFC3339)})
 	}
 	q.xml(200, out)
+}
+
+// uploadPartCopy is UploadPart with x-amz-copy-source: the part's bytes
+// are the source object's, or the x-amz-copy-source-range of them,
+// streamed from the grid into a new part.
+func (s *Server) uploadPartCopy(q *request) {
+	v := q.r.URL.Query()
+	n, err := strconv.Atoi(v.Get("partNumber"))
+	if err != nil || n < 1 || n > gateway.MaxParts {
+		q.fail(s3err("InvalidArgument", 400, "Part number must be an integer between 1 and 10000, inclusive"))
+		return
+	}
+	ctx := q.r.Context()
+	id := v.Get("uploadId")
+	u, err := s.gw.Upload(ctx, q.bucket, q.object, id)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	info, inline, ok := s.copySource(q)
+	if !ok {
+		return
+	}
+	off, length := int64(0), info.Size
+	if rg := q.r.Header.Get("x-amz-copy-source-range"); rg != "" {
+		if off, length, ok = copyRange(rg, info.Size); !ok {
+			q.fail(s3err("InvalidArgument", 400, fmt.Sprintf("The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy, within the source object of size %d.", info.Size)))
+			return
+		}
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(s.gw.ReadVersion(ctx, info, inline, pw, off, length))
+	}()
+	// The part gets the checksum of the upload's algorithm, computed as
+	// it streams (CRC64NVME when the upload names none).
+	hdr := http.Header{}
+	if u.Options.ChecksumAlgorithm != "" {
+		hdr.Set("X-Amz-Trailer", "x-amz-checksum-"+u.Options.ChecksumAlgorithm)
+	}
+	sr := newSums(hdr, pr)
+	p, err := s.gw.PutPart(ctx, q.bucket, q.object, id, n, sr, length, nil, sr.Sums)
+	pr.CloseWithError(io.ErrClosedPipe) // stops the reader if PutPart gave up early
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	q.bytes = p.Size
+	out := struct {
+		XMLName      xml.Name `xml:"CopyPartResult"`
+		NS           string   `xml:"xmlns,attr"`
+		LastModified string
+		ETag         string
+		checksumXML
+	}{NS: s3ns, LastModified: p.Time.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + p.ETag + `"`}
+	if u.Options.ChecksumAlgorithm != "" {
+		out.checksumXML = toChecksumXML(p.Checksums)
+	}
+	q.xml(200, out)
+}
+
+// copyRange parses x-amz-copy-source-range, bytes=first-last, both
+// within an object of size bytes.
+func copyRange(h string, size int64) (off, length int64, ok bool) {
+	spec, found := strings.CutPrefix(h, "bytes=")
+	a, b, cut := strings.Cut(spec, "-")
+	if !found || !cut {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || first < 0 || last < first || last >= size {
+		return 0, 0, false
+	}
+	return first, last - first + 1, true
 }

@@ -336,6 +336,22 @@ func (s *Server) postObject(q *request) {
 	key := strings.ReplaceAll(fields["key"], "${filename}", f.filename)
 	q.object = key
 	opt := putOptions(h)
+	opt.If = writeCondition(h)
+	if opt.Tags, err = tagsHeader(h); err != nil {
+		q.fail(err)
+		return
+	}
+	if doc := fields["tagging"]; doc != "" { // S3's form field: a Tagging document
+		var t taggingXML
+		if xml.Unmarshal([]byte(doc), &t) != nil {
+			q.fail(errMalformedXML)
+			return
+		}
+		if opt.Tags, err = checkTags(t.TagSet.Tags, maxObjectTags, "Object"); err != nil {
+			q.fail(err)
+			return
+		}
+	}
 	sr := newSums(http.Header{}, &sizeRange{r: f.file, min: policy.minSize, max: policy.maxSize})
 	opt.Checksums = sr.Sums
 	q.dec = &bodyErrors{r: sr}

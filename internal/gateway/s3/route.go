@@ -44,27 +44,37 @@ type opKey struct {
 var ops = map[opKey]op{
 	{onService, "GET", "", false, false}: {"ListBuckets", gateway.None, false, (*Server).listBuckets},
 
-	{onBucket, "PUT", "", false, false}:         {"CreateBucket", gateway.None, false, (*Server).createBucket},
-	{onBucket, "HEAD", "", false, false}:        {"HeadBucket", gateway.Read, false, (*Server).headBucket},
-	{onBucket, "DELETE", "", false, false}:      {"DeleteBucket", gateway.Owner, false, (*Server).deleteBucket},
-	{onBucket, "GET", "", false, false}:         {"ListObjects", gateway.Read, false, (*Server).listObjects},
-	{onBucket, "GET", "location", false, false}: {"GetBucketLocation", gateway.Read, false, (*Server).location},
-	{onBucket, "GET", "uploads", false, false}:  {"ListMultipartUploads", gateway.Read, false, (*Server).listUploads},
-	{onBucket, "POST", "delete", false, false}:  {"DeleteObjects", gateway.Write, false, (*Server).deleteObjects},
-	{onBucket, "PUT", "cors", false, false}:     {"PutBucketCors", gateway.Owner, false, (*Server).putCORS},
-	{onBucket, "GET", "cors", false, false}:     {"GetBucketCors", gateway.Read, false, (*Server).getCORS},
-	{onBucket, "DELETE", "cors", false, false}:  {"DeleteBucketCors", gateway.Owner, false, (*Server).deleteCORS},
+	{onBucket, "PUT", "", false, false}:           {"CreateBucket", gateway.None, false, (*Server).createBucket},
+	{onBucket, "HEAD", "", false, false}:          {"HeadBucket", gateway.Read, false, (*Server).headBucket},
+	{onBucket, "DELETE", "", false, false}:        {"DeleteBucket", gateway.Owner, false, (*Server).deleteBucket},
+	{onBucket, "GET", "", false, false}:           {"ListObjects", gateway.Read, false, (*Server).listObjects},
+	{onBucket, "GET", "location", false, false}:   {"GetBucketLocation", gateway.Read, false, (*Server).location},
+	{onBucket, "GET", "uploads", false, false}:    {"ListMultipartUploads", gateway.Read, false, (*Server).listUploads},
+	{onBucket, "POST", "delete", false, false}:    {"DeleteObjects", gateway.Write, false, (*Server).deleteObjects},
+	{onBucket, "PUT", "cors", false, false}:       {"PutBucketCors", gateway.Owner, false, (*Server).putCORS},
+	{onBucket, "GET", "cors", false, false}:       {"GetBucketCors", gateway.Read, false, (*Server).getCORS},
+	{onBucket, "DELETE", "cors", false, false}:    {"DeleteBucketCors", gateway.Owner, false, (*Server).deleteCORS},
+	{onBucket, "PUT", "tagging", false, false}:    {"PutBucketTagging", gateway.Owner, false, (*Server).putBucketTagging},
+	{onBucket, "GET", "tagging", false, false}:    {"GetBucketTagging", gateway.Read, false, (*Server).getBucketTagging},
+	{onBucket, "DELETE", "tagging", false, false}: {"DeleteBucketTagging", gateway.Owner, false, (*Server).deleteBucketTagging},
+	{onBucket, "GET", "versions", false, false}:   {"ListObjectVersions", gateway.Read, false, (*Server).listVersions},
+	{onBucket, "GET", "versioning", false, false}: {"GetBucketVersioning", gateway.Read, false, (*Server).getVersioning},
 
-	{onObject, "PUT", "", false, false}:         {"PutObject", gateway.Write, false, (*Server).putObject},
-	{onObject, "PUT", "", false, true}:          {"CopyObject", gateway.Write, false, (*Server).copyObject},
-	{onObject, "GET", "", false, false}:         {"GetObject", gateway.Read, false, (*Server).getObject},
-	{onObject, "HEAD", "", false, false}:        {"HeadObject", gateway.Read, false, (*Server).getObject},
-	{onObject, "DELETE", "", false, false}:      {"DeleteObject", gateway.Write, false, (*Server).deleteObject},
-	{onObject, "POST", "uploads", false, false}: {"CreateMultipartUpload", gateway.Write, false, (*Server).createUpload},
-	{onObject, "PUT", "", true, false}:          {"UploadPart", gateway.Write, true, (*Server).uploadPart},
-	{onObject, "GET", "", true, false}:          {"ListParts", gateway.Read, true, (*Server).listParts},
-	{onObject, "POST", "", true, false}:         {"CompleteMultipartUpload", gateway.Write, true, (*Server).completeUpload},
-	{onObject, "DELETE", "", true, false}:       {"AbortMultipartUpload", gateway.Write, true, (*Server).abortUpload},
+	{onObject, "PUT", "", false, false}:           {"PutObject", gateway.Write, false, (*Server).putObject},
+	{onObject, "PUT", "", false, true}:            {"CopyObject", gateway.Write, false, (*Server).copyObject},
+	{onObject, "GET", "", false, false}:           {"GetObject", gateway.Read, false, (*Server).getObject},
+	{onObject, "HEAD", "", false, false}:          {"HeadObject", gateway.Read, false, (*Server).getObject},
+	{onObject, "DELETE", "", false, false}:        {"DeleteObject", gateway.Write, false, (*Server).deleteObject},
+	{onObject, "PUT", "tagging", false, false}:    {"PutObjectTagging", gateway.Write, false, (*Server).putObjectTagging},
+	{onObject, "GET", "tagging", false, false}:    {"GetObjectTagging", gateway.Read, false, (*Server).getObjectTagging},
+	{onObject, "DELETE", "tagging", false, false}: {"DeleteObjectTagging", gateway.Write, false, (*Server).deleteObjectTagging},
+	{onObject, "GET", "attributes", false, false}: {"GetObjectAttributes", gateway.Read, false, (*Server).getAttributes},
+	{onObject, "POST", "uploads", false, false}:   {"CreateMultipartUpload", gateway.Write, false, (*Server).createUpload},
+	{onObject, "PUT", "", true, false}:            {"UploadPart", gateway.Write, true, (*Server).uploadPart},
+	{onObject, "PUT", "", true, true}:             {"UploadPartCopy", gateway.Write, true, (*Server).uploadPartCopy},
+	{onObject, "GET", "", true, false}:            {"ListParts", gateway.Read, true, (*Server).listParts},
+	{onObject, "POST", "", true, false}:           {"CompleteMultipartUpload", gateway.Write, true, (*Server).completeUpload},
+	{onObject, "DELETE", "", true, false}:         {"AbortMultipartUpload", gateway.Write, true, (*Server).abortUpload},
 }
 
 // params are query keys that qualify an operation rather than select
@@ -73,7 +83,7 @@ var ops = map[opKey]op{
 var params = map[string]bool{
 	"prefix": true, "delimiter": true, "max-keys": true, "marker": true, "encoding-type": true,
 	"list-type": true, "continuation-token": true, "start-after": true, "fetch-owner": true,
-	"key-marker": true, "upload-id-marker": true, "max-uploads": true,
+	"key-marker": true, "upload-id-marker": true, "version-id-marker": true, "max-uploads": true,
 	"part-number-marker": true, "max-parts": true, "uploadId": true, "partNumber": true,
 	"versionId": true, "x-id": true, "max-buckets": true, "bucket-region": true,
 }
@@ -104,9 +114,9 @@ func resolve(r *http.Request, bucket, object string) (op, bool) {
 		}
 		k.sub = name
 	}
-	// GET or HEAD ?partNumber of a whole object reads one part: not
-	// implemented (answering with the whole object would be wrong).
-	if k.t == onObject && !k.upload && query.Has("partNumber") {
+	// ?partNumber without ?uploadId reads one part of an object: GET and
+	// HEAD only (getObject); on anything else it is not a parameter.
+	if k.t == onObject && !k.upload && query.Has("partNumber") && k.method != "GET" && k.method != "HEAD" {
 		return op{}, false
 	}
 	o, ok := ops[k]
@@ -181,7 +191,10 @@ func (s *Server) expectedOwner(q *request) bool {
 }
 
 // writeOps are the operations that store an object's bytes or metadata.
-var writeOps = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "CompleteMultipartUpload": true}
+var writeOps = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "UploadPartCopy": true, "CompleteMultipartUpload": true}
+
+// conditionalOps are the writes that take If-None-Match: * and If-Match.
+var conditionalOps = map[string]bool{"PutObject": true, "CompleteMultipartUpload": true}
 
 // checkHeaders refuses headers that ask for what the gateway does not do,
 // rather than ignore them and give a false guarantee.
@@ -198,8 +211,6 @@ func checkHeaders(r *http.Request, opName string) error {
 			return notImpl("Server-side encryption with KMS keys is not implemented: the grid encrypts every object with its own keys.")
 		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(h.Get(name), "true"):
 			return notImpl("Object Lock is not implemented.")
-		case ln == "x-amz-tagging", ln == "x-amz-tagging-directive" && h.Get(name) != "COPY":
-			return notImpl("Object tagging is not implemented.")
 		case strings.HasPrefix(ln, "x-amz-grant-"):
 			return notImpl("ACLs are not implemented: permissions are the access keys' grants.")
 		case ln == "x-amz-website-redirect-location":
@@ -213,7 +224,12 @@ func checkHeaders(r *http.Request, opName string) error {
 		return notImpl("Canned ACL " + acl + " is not implemented: objects and buckets are private to the keys granted the bucket.")
 	}
 	if writeOps[opName] && (h.Get("If-Match") != "" || h.Get("If-None-Match") != "") {
-		return notImpl("Conditional writes (If-Match, If-None-Match on PUT) are not implemented.")
+		if !conditionalOps[opName] {
+			return notImpl("Conditional writes (If-Match, If-None-Match) are implemented on PutObject and CompleteMultipartUpload only.")
+		}
+		if v := h.Get("If-None-Match"); v != "" && v != "*" {
+			return notImpl("If-None-Match on a write takes only *: create the object if it does not exist.")
+		}
 	}
 	return nil
 }

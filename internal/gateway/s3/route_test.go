@@ -41,25 +41,32 @@ func TestRouting(t *testing.T) {
 		code             string
 	}
 	var cases []tc
-	for _, sub := range []string{"attributes", "torrent", "retention", "legal-hold", "acl", "tagging", "restore", "select&select-type=2"} {
+	cases = append(cases, tc{"HEAD", "/rtb/obj?attributes", "", nil, 501, ""})
+	for _, sub := range []string{"torrent", "retention", "legal-hold", "acl", "restore", "select&select-type=2"} {
 		cases = append(cases, tc{"GET", "/rtb/obj?" + sub, "", nil, 501, "NotImplemented"})
 	}
-	for _, sub := range []string{"retention", "legal-hold", "tagging", "acl"} {
+	for _, sub := range []string{"retention", "legal-hold", "acl"} {
 		cases = append(cases, tc{"PUT", "/rtb/obj?" + sub, "<Retention><Mode>GOVERNANCE</Mode></Retention>", nil, 501, "NotImplemented"})
 		cases = append(cases, tc{"DELETE", "/rtb/obj?" + sub, "", nil, 501, "NotImplemented"})
 	}
 	cases = append(cases, tc{"POST", "/rtb/obj?restore", "<RestoreRequest/>", nil, 501, "NotImplemented"},
 		tc{"POST", "/rtb/obj", "", nil, 501, "NotImplemented"},
-		tc{"GET", "/rtb/obj?partNumber=1", "", nil, 501, "NotImplemented"},
-		tc{"HEAD", "/rtb/obj?partNumber=1", "", nil, 501, ""},
+		tc{"GET", "/rtb/obj?partNumber=2", "", nil, 416, "InvalidPartNumber"},
+		tc{"GET", "/rtb/obj?partNumber=1", "", []string{"Range", "bytes=0-1"}, 400, "InvalidRequest"},
+		tc{"PUT", "/rtb/obj?partNumber=1", "evil", nil, 501, "NotImplemented"},
+		tc{"DELETE", "/rtb/obj?partNumber=1", "", nil, 501, "NotImplemented"},
+		tc{"GET", "/rtb/obj?attributes", "", nil, 400, "InvalidArgument"},
+		tc{"GET", "/rtb/obj?attributes", "", []string{"x-amz-object-attributes", "ETag,Bogus"}, 400, "InvalidArgument"},
 		tc{"GET", "/?foo", "", nil, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj?uploads", "", nil, 501, "NotImplemented"},
 		tc{"GET", "/rtb?uploads&delete", "", nil, 501, "NotImplemented"})
-	for _, sub := range []string{"tagging", "encryption", "policyStatus", "ownershipControls", "object-lock",
+	for _, sub := range []string{"encryption", "policyStatus", "ownershipControls", "object-lock",
 		"versioning", "lifecycle", "website", "policy", "acl", "logging", "notification", "replication", "accelerate",
 		"requestPayment", "analytics", "metrics", "inventory", "intelligent-tiering", "publicAccessBlock", "versions", "session"} {
-		cases = append(cases, tc{"GET", "/rtb?" + sub, "", nil, 501, "NotImplemented"},
-			tc{"PUT", "/rtb?" + sub, "<X/>", nil, 501, "NotImplemented"},
+		if sub != "versions" && sub != "versioning" { // GET served: buckets are never versioned
+			cases = append(cases, tc{"GET", "/rtb?" + sub, "", nil, 501, "NotImplemented"})
+		}
+		cases = append(cases, tc{"PUT", "/rtb?" + sub, "<X/>", nil, 501, "NotImplemented"},
 			tc{"DELETE", "/rtb?" + sub, "", nil, 501, "NotImplemented"})
 	}
 	// Headers.
@@ -70,12 +77,18 @@ func TestRouting(t *testing.T) {
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
 		tc{"GET", "/rtb/obj", "", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption", "aws:kms"}, 501, "NotImplemented"},
-		tc{"PUT", "/rtb/obj", "evil", []string{"If-None-Match", "*"}, 501, "NotImplemented"},
-		tc{"PUT", "/rtb/obj", "evil", []string{"If-Match", `"x"`}, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"If-None-Match", "*"}, 412, "PreconditionFailed"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"If-None-Match", `"x"`}, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"If-Match", `"x"`}, 412, "PreconditionFailed"},
+		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj", "If-None-Match", "*"}, 501, "NotImplemented"},
+		tc{"POST", "/rtb/obj?uploads", "", []string{"If-None-Match", "*"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-acl", "public-read"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-grant-read", "id=x"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-object-lock-mode", "COMPLIANCE"}, 501, "NotImplemented"},
-		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "a=b"}, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "aws:a=b"}, 400, "InvalidTag"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "a=b&a=c"}, 400, "InvalidTag"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "a=%zz"}, 400, "InvalidArgument"},
+		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj", "x-amz-tagging-directive", "MERGE"}, 400, "InvalidArgument"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-checksum-crc32", bad}, 400, "BadDigest"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-checksum-crc32", "!!"}, 400, "BadDigest"},
 		tc{"DELETE", "/rtb/obj?versionId=bogus", "", nil, 404, "NoSuchVersion"},

@@ -153,6 +153,8 @@ func mapErr(err error) *Error {
 		return s3err("BadDigest", 400, "The x-amz-checksum you specified did not match the calculated checksum of the object.")
 	case errors.Is(err, gateway.ErrChecksumType):
 		return s3err("InvalidRequest", 400, "The checksum you specified is not of the upload's checksum algorithm and type.")
+	case errors.Is(err, gateway.ErrPrecondition):
+		return errPrecondition
 	case errors.Is(err, gateway.ErrBadPart):
 		return s3err("InvalidPart", 400, err.Error())
 	}
