@@ -77,6 +77,36 @@ func TestGridBadBlocksInManyShares(t *testing.T) {
 	if _, err := c.Get(context.Background(), rc, &buf, int64(p.SegmentSize)*4+5, 1000); err != nil || buf.n != 1000 {
 		t.Fatalf("range in a damaged segment: %v (%d bytes)", err, buf.n)
 	}
+	// Reads cut short while streams are sending bad blocks give every
+	// buffer back once: one given back twice would later be handed to
+	// two readers, which overwrite each other's verified blocks.
+	for i := range 12 {
+		// The writer holds the first segment while the streams read
+		// ahead until they block, each with a block in hand, then the
+		// read is cancelled.
+		ctx, cancel := context.WithCancel(context.Background())
+		c.Get(ctx, rc, &stallingWriter{d: time.Duration(50+25*i) * time.Millisecond, cancel: cancel}, 0, -1)
+		cancel()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for object.DuplicateFreeBuffers() > 0 || time.Now().Before(deadline) {
+		if n := object.DuplicateFreeBuffers(); n > 0 {
+			t.Fatalf("%d buffers are in a free list twice", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stallingWriter takes its first write after d, then cancels the read.
+type stallingWriter struct {
+	d      time.Duration
+	cancel context.CancelFunc
+}
+
+func (w *stallingWriter) Write(p []byte) (int, error) {
+	time.Sleep(w.d)
+	w.cancel()
+	return len(p), nil
 }
 
 type countingWriter struct{ n int }

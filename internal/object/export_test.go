@@ -2,3 +2,32 @@ package object
 
 // BufsMade is how many buffers the process's free lists have made so far.
 func BufsMade() int64 { return bufsMade.Load() }
+
+// DuplicateFreeBuffers counts the buffers that sit in a free list more
+// than once: a buffer given back twice is later handed to two readers.
+func DuplicateFreeBuffers() int {
+	bufMu.Lock()
+	defer bufMu.Unlock()
+	dups := 0
+	for _, l := range bufLists {
+		seen := map[*byte]bool{}
+		var held [][]byte
+	drain:
+		for {
+			select {
+			case b := <-l.free:
+				held = append(held, b)
+			default:
+				break drain
+			}
+		}
+		for _, b := range held {
+			if seen[&b[:1][0]] {
+				dups++
+			}
+			seen[&b[:1][0]] = true
+			l.put(b)
+		}
+	}
+	return dups
+}

@@ -275,7 +275,12 @@ func (c *Client) openStream(ctx context.Context, vc codec.VerifyCap, src *source
 			select {
 			case bs.blocks <- a:
 			case <-ctx.Done():
-				bufs.put(b)
+				// a.b, not b: a bad block's buffer is back in the list
+				// already, and a buffer given back twice is handed out
+				// twice, to two readers that then overwrite each other.
+				if a.b != nil {
+					bufs.put(a.b)
+				}
 				bs.err = ctx.Err()
 				return
 			}
