@@ -125,6 +125,7 @@ func runUp(ctx context.Context, args []string) error {
 	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
 	s3addr := fs.String("s3", "", "S3 endpoint of the grid's gateway (default: host, port+2·nodes; \"off\": none)")
+	swiftAddr := fs.String("swift", "", "Swift endpoint of the grid's gateway, region RegionOne (default: host, port+2·nodes+1; \"off\": none)")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -236,6 +237,14 @@ func runUp(ctx context.Context, args []string) error {
 		env := filepath.Join(*dir, "gateway", "s3.env")
 		s3msg = fmt.Sprintf("S3:    %s  access key %s  secret %s\n       . %s; aws s3 mb s3://photos; aws s3 cp FILE s3://photos/\n",
 			svc.url, svc.admin.ID, svc.admin.Secret, env)
+		if *swiftAddr != "off" {
+			sw, err := upSwift(ctx, svc, filepath.Join(*dir, "gateway"), *host, *port, *nodes, *swiftAddr, log)
+			if err != nil {
+				return err
+			}
+			defer sw.Close()
+			s3msg += sw.banner(filepath.Join(*dir, "gateway", "swift.env"))
+		}
 	}
 	fmt.Fprintf(os.Stderr, `quilt grid of %d nodes is up (data in %s)
 invite: %s
