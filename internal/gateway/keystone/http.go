@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Handler serves the identity API: TempAuth's GET /auth/v1.0, and
@@ -118,7 +117,7 @@ func (h *Handler) v1(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Auth-Token", secret)
 	hd.Set("X-Storage-Token", secret)
 	hd.Set("X-Storage-Url", h.base(r)+"/v1/AUTH_"+t.ProjectID)
-	hd.Set("X-Auth-Token-Expires", strconv.FormatInt(int64(time.Until(t.Expires).Seconds()), 10))
+	hd.Set("X-Auth-Token-Expires", strconv.FormatInt(int64(t.Expires.Sub(h.S.Now()).Seconds()), 10))
 	w.WriteHeader(200)
 }
 

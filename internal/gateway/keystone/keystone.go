@@ -340,6 +340,31 @@ func (s *Service) Verify(ctx context.Context, secret string) (Token, error) {
 	return t, nil
 }
 
+// Prune removes the records of expired tokens (Verify removes those it
+// meets; this finds the ones nobody presents again). It returns how many
+// it removed.
+func (s *Service) Prune(ctx context.Context) (int, error) {
+	recs, err := s.gw.Records(ctx, setTokens)
+	if err != nil {
+		return 0, err
+	}
+	now, n := s.cfg.Now(), 0
+	for name, raw := range recs {
+		var t Token
+		if json.Unmarshal(raw, &t) == nil && now.Before(t.Expires) {
+			continue
+		}
+		if err := s.gw.DeleteRecord(ctx, setTokens, name); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Now is the service's clock.
+func (s *Service) Now() time.Time { return s.cfg.Now() }
+
 // Revoke makes a token invalid everywhere.
 func (s *Service) Revoke(ctx context.Context, secret string) error {
 	if _, err := s.Verify(ctx, secret); err != nil {

@@ -156,12 +156,13 @@ type request struct {
 	object    string
 	project   keystone.Project
 	key       gateway.AccessKey
+	log       *slog.Logger
 }
 
 func (q *request) fail(err error) {
 	e := mapErr(err)
 	if e == errInternal || e == errUnavailable {
-		slog.Default().Debug("swift", "id", q.id, "err", err)
+		q.log.Warn("swift: request failed", "id", q.id, "method", q.r.Method, "path", q.r.URL.Path, "err", err)
 	}
 	q.status = e.status
 	h := q.w.Header()
@@ -189,7 +190,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := make([]byte, 8)
 	rand.Read(id)
-	q := &request{w: w, r: r, id: "tx" + hex.EncodeToString(id)}
+	q := &request{w: w, r: r, id: "tx" + hex.EncodeToString(id), log: s.log}
 	w.Header().Set("X-Trans-Id", q.id)
 	w.Header().Set("X-Openstack-Request-Id", q.id)
 	s.active.Add(1)
