@@ -27,6 +27,8 @@ type swiftService struct {
 	region   string
 	endpoint string // the catalog entry this gateway registered
 	ids      *keystone.Service
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // swiftUser is the first Swift user, kept in DIR/swift.json.
@@ -37,9 +39,35 @@ type swiftUser struct {
 }
 
 func (s *swiftService) Close() {
+	close(s.stop)
+	<-s.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.srv.Shutdown(ctx)
+}
+
+// pruneEvery is how often a gateway removes expired tokens' records.
+const pruneEvery = 10 * time.Minute
+
+// prune removes expired tokens' records until Close.
+func (s *swiftService) prune(log *slog.Logger) {
+	defer close(s.done)
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if n, err := s.ids.Prune(ctx); err != nil {
+			log.Warn("swift: pruning expired tokens", "err", err)
+		} else if n > 0 {
+			log.Info("swift: expired tokens pruned", "n", n)
+		}
+		cancel()
+	}
 }
 
 // swiftConfig is how a gateway serves Swift.
@@ -63,7 +91,8 @@ func startSwift(ctx context.Context, gw *gateway.Gateway, dir string, admin gate
 	if err != nil {
 		return nil, fmt.Errorf("swift: listen on %s: %w", cfg.addr, err)
 	}
-	svc := &swiftService{url: "http://" + ln.Addr().String(), user: user, region: cfg.region, ids: ids}
+	svc := &swiftService{url: "http://" + ln.Addr().String(), user: user, region: cfg.region, ids: ids,
+		stop: make(chan struct{}), done: make(chan struct{})}
 	public := strings.TrimSuffix(cfg.publicURL, "/")
 	if public == "" {
 		public = svc.url
@@ -85,6 +114,7 @@ func startSwift(ctx context.Context, gw *gateway.Gateway, dir string, admin gate
 	svc.endpoint = ep.ID
 	svc.srv = swift.New(gw, ids, swift.Options{Region: cfg.region, PublicURL: public, Logger: log}).HTTPServer()
 	go svc.srv.Serve(ln)
+	go svc.prune(log)
 	env := fmt.Sprintf(`export ST_AUTH=%s/auth/v1.0
 export ST_USER=%s:%s
 export ST_KEY=%s
