@@ -46,7 +46,7 @@ for _ in $(seq 1 120); do [ -s "$gw/swift.env" ] && [ -s "$gw/s3.env" ] && break
 . "$gw/s3.env"
 unset AWS_CA_BUNDLE REQUESTS_CA_BUNDLE
 base=${OS_AUTH_URL%/v3}
-out=$(curl -sf "$base/healthcheck")
+out=$("$py" -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' "$base/healthcheck")
 test "$out" = OK
 
 cd "$work"

@@ -138,6 +138,9 @@ func TestTokensExpireAndPrune(t *testing.T) {
 func TestEndpoints(t *testing.T) {
 	_, ids, _ := open(t)
 	ctx := context.Background()
+	if es, err := ids.Endpoints(ctx); err != nil || len(es) != 0 {
+		t.Fatalf("no endpoint yet: %+v %v", es, err)
+	}
 	if _, err := ids.Register(ctx, keystone.Endpoint{Region: "", Public: "http://x"}); err == nil {
 		t.Error("endpoint without a region")
 	}
