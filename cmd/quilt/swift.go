@@ -135,7 +135,8 @@ export OS_IDENTITY_API_VERSION=3
 }
 
 // firstSwiftUser returns the gateway's first Swift user, made with its
-// project on first start.
+// project on first start (with no password if another gateway sharing
+// the registry made it).
 func firstSwiftUser(ctx context.Context, ids *keystone.Service, dir string, admin gateway.AccessKey) (swiftUser, error) {
 	p := filepath.Join(dir, "swift.json")
 	var u swiftUser
@@ -151,6 +152,11 @@ func firstSwiftUser(ctx context.Context, ids *keystone.Service, dir string, admi
 		return u, err
 	}
 	_, pw, err := ids.AddUser(ctx, u.Project, u.User, "")
+	if errors.Is(err, keystone.ErrExists) {
+		// Another gateway sharing the registry made it and keeps its
+		// password: this one's swift.env has none.
+		return u, nil
+	}
 	if err != nil {
 		return u, err
 	}

@@ -79,4 +79,32 @@ func TestSwiftStartWritesEnv(t *testing.T) {
 	if err != nil || len(es) != 1 || es[0].Public != sw.url || es[0].Region != "r1" {
 		t.Fatalf("catalog after a restart: %+v %v", es, err)
 	}
+
+	// A second gateway sharing the registry, in another region: it
+	// starts although admin:admin exists, and both are in the catalog.
+	dir2 := t.TempDir()
+	reg, err := os.ReadFile(filepath.Join(dir, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir2, "registry"), reg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw2, err := gateway.Open(ctx, gateway.Config{Dir: dir2, Nodes: g.NodeClient(), Objects: g.Objects(object.Options{}), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw2.Close()
+	admin2, err := adminKey(ctx, gw2, dir2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw2, err := startSwift(ctx, gw2, dir2, admin2, swiftConfig{addr: "127.0.0.1:0", region: "r2", ttl: time.Hour}, log)
+	if err != nil {
+		t.Fatalf("second gateway: %v", err)
+	}
+	defer sw2.Close()
+	if es, err := sw.ids.Endpoints(ctx); err != nil || len(es) != 2 || es[1].Region != "r2" {
+		t.Fatalf("catalog with two regions: %+v %v", es, err)
+	}
 }
