@@ -90,12 +90,12 @@ func adminKey(ctx context.Context, gw *gateway.Gateway, dir string) (gateway.Acc
 }
 
 func runGateway(ctx context.Context, args []string) error {
-	fs := newFlagSet("gateway", "Usage: quilt gateway --grid INVITE [flags]\n\nServes the grid's buckets over S3 until interrupted. The gateway holds the\nkeys: storage nodes see only ciphertext. Its state (the registry of buckets\nand access keys, a replica of their namespaces) is in --dir; a second gateway\ngiven a copy of DIR/registry serves the same buckets.")
+	fs := newFlagSet("gateway", "Usage: quilt gateway --grid INVITE [flags]\n\nServes the grid's buckets over S3 (and Swift, with --swift) until interrupted. The gateway holds the\nkeys: storage nodes see only ciphertext. Its state (the registry of buckets\nand access keys, a replica of their namespaces) is in --dir; a second gateway\ngiven a copy of DIR/registry serves the same buckets.")
 	var g gridFlags
 	g.register(fs)
 	addr := fs.String("s3", "127.0.0.1:7780", "S3 endpoint address (host:port)")
 	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
-	region := fs.String("region", "us-east-1", "region reported to clients")
+	region := fs.String("region", "us-east-1", "region reported to S3 clients, and this gateway's region in the Swift catalog")
 	var sw swiftConfig
 	fs.StringVar(&sw.addr, "swift", "", "also serve Swift (and its identity service) on this address (host:port)")
 	fs.StringVar(&sw.publicURL, "public-url", "", "Swift: base URL clients reach this gateway by, for the catalog (default: http://the --swift address)")

@@ -136,3 +136,50 @@ func TestTokenAtAnotherGateway(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestProjectsSeeTheirContainers: a project acting as a non-admin access
+// key owns the containers it creates, lists only the containers its key
+// may read, and gets 403 on another project's container (404 on one
+// that does not exist).
+func TestProjectsSeeTheirContainers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	k, err := e.gw.CreateKey(ctx, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ids.AddProject(ctx, "team", k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.ids.AddUser(ctx, "team", "bob", "bobs-password"); err != nil {
+		t.Fatal(err)
+	}
+	admin := e.client(t)
+	tok, base := e.login(t, "team:bob", "bobs-password")
+	bob := &client{e, tok, base}
+	resp, body := admin.do(t, "PUT", "/admins", nil)
+	want(t, "admin PUT container", resp, body, 201)
+	resp, body = bob.do(t, "PUT", "/bobs", nil)
+	want(t, "bob PUT container", resp, body, 201)
+	resp, body = bob.do(t, "PUT", "/bobs/o", []byte("x"))
+	want(t, "bob PUT object", resp, body, 201)
+	if owner, err := e.gw.Owner(ctx, "bobs"); err != nil || owner != k.ID {
+		t.Fatalf("owner of bob's container: %q %v", owner, err)
+	}
+	resp, body = bob.do(t, "GET", "", nil)
+	if strings.TrimSpace(string(body)) != "bobs" {
+		t.Fatalf("bob's account lists %q", body)
+	}
+	resp, body = admin.do(t, "GET", "", nil)
+	if strings.TrimSpace(string(body)) != "admins\nbobs" {
+		t.Fatalf("admin's account lists %q", body)
+	}
+	for _, c := range []struct{ method, path string }{{"GET", "/admins"}, {"PUT", "/admins/o"}, {"GET", "/admins/o"}, {"DELETE", "/admins"}, {"PUT", "/admins"}} {
+		resp, body = bob.do(t, c.method, c.path, nil)
+		want(t, "bob "+c.method+" "+c.path, resp, body, 403)
+	}
+	resp, body = bob.do(t, "GET", "/nobodys/o", nil)
+	want(t, "bob GET in a missing container", resp, body, 404)
+	resp, body = bob.do(t, "PUT", "/bobs/copy", nil, "X-Copy-From", "/admins/o")
+	want(t, "bob copies from admin's container", resp, body, 403)
+}
