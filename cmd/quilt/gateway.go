@@ -18,6 +18,7 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/gateway/keystone"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
 )
 
@@ -157,14 +158,18 @@ func adminKey(ctx context.Context, gw *gateway.Gateway, dir string) (gateway.Acc
 }
 
 func runGateway(ctx context.Context, args []string) error {
-	fs := newFlagSet("gateway", "Usage: quilt gateway --grid INVITE [flags]\n\nServes the grid's buckets over S3 until interrupted. The gateway holds the\nkeys: storage nodes see only ciphertext. Its state (the registry of buckets\nand access keys, a replica of their namespaces) is in --dir; a second gateway\ngiven a copy of DIR/registry serves the same buckets.")
+	fs := newFlagSet("gateway", "Usage: quilt gateway --grid INVITE [flags]\n\nServes the grid's buckets over S3 (and Swift, with --swift) until interrupted. The gateway holds the\nkeys: storage nodes see only ciphertext. Its state (the registry of buckets\nand access keys, a replica of their namespaces) is in --dir; a second gateway\ngiven a copy of DIR/registry serves the same buckets.")
 	var g gridFlags
 	g.register(fs)
 	addr := fs.String("s3", "127.0.0.1:7780", "S3 endpoint address (host:port)")
 	var tf s3TLSFlags
 	tf.register(fs)
 	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
-	region := fs.String("region", "us-east-1", "region reported to clients")
+	region := fs.String("region", "us-east-1", "region reported to S3 clients, and this gateway's region in the Swift catalog")
+	var sw swiftConfig
+	fs.StringVar(&sw.addr, "swift", "", "also serve Swift (and its identity service) on this address (host:port)")
+	fs.StringVar(&sw.publicURL, "public-url", "", "Swift: base URL clients reach this gateway by, for the catalog (default: http://the --swift address)")
+	fs.DurationVar(&sw.ttl, "token-ttl", keystone.DefaultTTL, "Swift: how long a token lives")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -180,6 +185,16 @@ func runGateway(ctx context.Context, args []string) error {
 	defer svc.Close()
 	fmt.Fprintf(os.Stderr, "quilt gateway: S3 at %s\n%saccess key %s (admin; secret in %s)\ntry:  . %s; aws s3 ls\n",
 		svc.url, svc.tlsNote(), svc.admin.ID, filepath.Join(*dir, "admin.json"), filepath.Join(*dir, "s3.env"))
+	if sw.addr != "" {
+		sw.region = *region
+		sv, err := startSwift(ctx, svc.gw, *dir, svc.admin, sw, s.log)
+		if err != nil {
+			return err
+		}
+		defer sv.Close()
+		fmt.Fprintf(os.Stderr, "Swift at %s (region %s): auth %s/auth/v1.0 and %s/v3, user %s:%s\ntry:  . %s; swift list\n",
+			sv.url, sw.region, sv.url, sv.url, sv.user.Project, sv.user.User, filepath.Join(*dir, "swift.env"))
+	}
 	<-ctx.Done()
 	return nil
 }

@@ -133,6 +133,7 @@ func runUp(ctx context.Context, args []string) error {
 	s3addr := fs.String("s3", "", "S3 endpoint of the grid's gateway (default: host, port+2·nodes; \"off\": none)")
 	var s3tls s3TLSFlags
 	s3tls.register(fs)
+	swiftAddr := fs.String("swift", "", "Swift endpoint of the grid's gateway, region RegionOne (default: host, port+2·nodes+1; \"off\": none)")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -246,6 +247,14 @@ func runUp(ctx context.Context, args []string) error {
 			svc.url, svc.admin.ID, svc.admin.Secret, env)
 		if note := svc.tlsNote(); note != "" {
 			s3msg += "       " + strings.ReplaceAll(strings.TrimSuffix(note, "\n"), "\n", "\n       ") + "\n"
+		}
+		if *swiftAddr != "off" {
+			sw, err := upSwift(ctx, svc, filepath.Join(*dir, "gateway"), *host, *port, *nodes, *swiftAddr, log)
+			if err != nil {
+				return err
+			}
+			defer sw.Close()
+			s3msg += sw.banner(filepath.Join(*dir, "gateway", "swift.env"))
 		}
 	}
 	fmt.Fprintf(os.Stderr, `quilt grid of %d nodes is up (data in %s)

@@ -105,6 +105,11 @@ var packages = map[string]Layer{
 	"internal/gateway":          FrontEnds,
 	"internal/gateway/s3":       FrontEnds,
 	"internal/gateway/s3/sigv4": FrontEnds,
+	// keystone is the identity service of OpenStack clients (TempAuth
+	// v1.0, Keystone v3 tokens and catalog) over the gateway's registry;
+	// swift is the Swift API, which serves it beside the storage API.
+	"internal/gateway/keystone": FrontEnds,
+	"internal/gateway/swift":    FrontEnds,
 	// cfs is the configuration filesystem: the verbs of quilt cfs as a
 	// library over nsclient.
 	"internal/cfs": FrontEnds,

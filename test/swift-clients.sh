@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Real Swift clients against `quilt up` (10 nodes and the gateway, on
+# 127.0.0.1): the swift CLI with TempAuth v1.0 and with Keystone v3 and a
+# region, segmented uploads (DLO and SLO), the swiftclient library, an
+# object crossing between Swift and S3 (boto3), and a short swift-bench
+# run. Installs what it needs, pinned, in a venv under ~/.cache. Fails if
+# a client cannot be installed: nothing is skipped.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+pid=
+cleanup() {
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+say() { printf '\n== %s\n' "$*"; }
+# fails runs a command that must fail (a bare `! cmd` does not stop a
+# script under set -e when cmd succeeds).
+fails() { if "$@" >/dev/null 2>&1; then echo "should have failed: $*"; exit 1; fi; }
+
+# Pinned client versions; the venv's name holds them, so a change of pins
+# makes a new venv rather than reusing an old one.
+swiftclient_version=4.11.0 keystoneclient_version=6.0.0 swiftbench_version=2.0.0
+boto3_version=1.44.8 botocore_version=1.44.8
+venv=${QUILT_SWIFT_VENV:-$HOME/.cache/quilt-test/swift-clients-swiftclient$swiftclient_version-keystoneclient$keystoneclient_version-swiftbench$swiftbench_version}
+if ! [ -x "$venv/bin/swift" ] || ! [ -x "$venv/bin/swift-bench" ] || ! "$venv/bin/python" -c 'import boto3, keystoneclient' 2>/dev/null; then
+	say "installing python-swiftclient $swiftclient_version, python-keystoneclient $keystoneclient_version, swift-bench $swiftbench_version, boto3 $boto3_version in $venv"
+	python3 -m venv "$venv"
+	"$venv/bin/pip" install -q "python-swiftclient==$swiftclient_version" "python-keystoneclient==$keystoneclient_version" \
+		"swift-bench==$swiftbench_version" "boto3==$boto3_version" "botocore==$botocore_version"
+fi
+swift="$venv/bin/swift"
+py="$venv/bin/python"
+
+say "starting quilt up"
+(cd "$root" && go build -o "$work/quilt" ./cmd/quilt)
+QUILT_HOME="$work/home" "$work/quilt" up --port 0 --no-fsync >"$work/up.log" 2>&1 &
+pid=$!
+gw="$work/home/grid/gateway"
+for _ in $(seq 1 120); do [ -s "$gw/swift.env" ] && [ -s "$gw/s3.env" ] && break; sleep 0.5; done
+[ -s "$gw/swift.env" ] || { cat "$work/up.log"; echo "quilt up did not start"; exit 1; }
+# shellcheck disable=SC1090
+. "$gw/swift.env"
+# shellcheck disable=SC1090
+. "$gw/s3.env"
+unset AWS_CA_BUNDLE REQUESTS_CA_BUNDLE
+base=${OS_AUTH_URL%/v3}
+out=$("$py" -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' "$base/healthcheck")
+test "$out" = OK
+
+cd "$work"
+head -c 300000 /dev/urandom >mid
+echo "small object" >small
+head -c 3000000 /dev/urandom >big
+
+say "swift CLI, TempAuth v1.0"
+v1() { "$swift" -V 1.0 -A "$ST_AUTH" -U "$ST_USER" -K "$ST_KEY" "$@"; }
+v1 upload v1c small mid >/dev/null
+out=$(v1 list v1c)
+test "$out" = $'mid\nsmall'
+v1 download v1c mid -o mid.back >/dev/null
+cmp mid mid.back
+v1 post -m colour:blue v1c small
+out=$(v1 stat v1c small)
+grep -q 'Meta Colour: blue' <<<"$out"
+grep -q 'Content Length: 13' <<<"$out"
+v1 post -m owner:alice v1c
+out=$(v1 stat v1c)
+grep -q 'Meta Owner: alice' <<<"$out"
+grep -q 'Objects: 2' <<<"$out"
+out=$(v1 list --prefix m v1c)
+test "$out" = mid
+v1 copy -d /v1c/small.copy v1c small >/dev/null
+v1 download v1c small.copy -o small.back >/dev/null
+cmp small small.back
+v1 delete v1c small.copy >/dev/null
+fails v1 stat v1c small.copy
+fails "$swift" -V 1.0 -A "$ST_AUTH" -U "$ST_USER" -K wrong list
+
+say "swift CLI, Keystone v3 with a region"
+v3() { env -u ST_AUTH -u ST_USER -u ST_KEY "$swift" --os-region-name "$OS_REGION_NAME" "$@"; }
+v3 upload v3c big >/dev/null
+v3 download v3c big -o big.back >/dev/null
+cmp big big.back
+out=$(v3 list)
+grep -qx v1c <<<"$out"
+grep -qx v3c <<<"$out"
+out=$(v3 stat)
+grep -q 'Containers: 2' <<<"$out"
+fails env -u ST_AUTH -u ST_USER -u ST_KEY "$swift" --os-region-name nowhere list
+fails env -u ST_AUTH -u ST_USER -u ST_KEY "$swift" --os-password wrong list
+# The environment as swift.env leaves it (both sets) works as well.
+out=$("$swift" list v1c)
+test "$out" = $'mid\nsmall'
+
+say "segmented uploads: DLO and SLO"
+# Containers are S3 buckets, whose names have no underscore: the
+# segments go to a container named for them, not CONTAINER_segments.
+v3 upload --use-dlo --segment-size 1000000 --segment-container v3c-segments --object-name dlo v3c big >/dev/null
+v3 upload --use-slo --segment-size 1000000 --segment-container v3c-segments --object-name slo v3c big >/dev/null
+for o in dlo slo; do
+	v3 download v3c "$o" -o "$o.back" >/dev/null
+	cmp big "$o.back"
+done
+out=$(v3 stat v3c dlo)
+grep -q 'Manifest: v3c-segments/dlo/' <<<"$out"
+grep -q 'Content Length: 3000000' <<<"$out"
+out=$(v3 stat v3c slo)
+grep -q 'X-Static-Large-Object: True' <<<"$out"
+out=$(v3 list v3c-segments)
+test "$(wc -l <<<"$out")" = 6
+v3 delete v3c slo dlo >/dev/null
+out=$(v3 list v3c-segments)
+test -z "$out"
+
+say "Swift and S3: one object, two protocols"
+v3 upload --object-name from-swift v3c mid >/dev/null
+"$py" - "$work" <<'PY'
+import os, sys, hashlib, boto3
+work = sys.argv[1]
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+mid = open(os.path.join(work, "mid"), "rb").read()
+o = s3.get_object(Bucket="v3c", Key="from-swift")
+assert o["Body"].read() == mid, "swift upload read through S3 differs"
+assert o["ETag"].strip('"') == hashlib.md5(mid).hexdigest(), o["ETag"]
+s3.put_object(Bucket="v3c", Key="from-s3", Body=b"written by boto3", Metadata={"tool": "boto3"})
+names = [c["Name"] for c in s3.list_buckets()["Buckets"]]
+assert "v1c" in names and "v3c" in names, names
+PY
+v3 download v3c from-s3 -o from-s3 >/dev/null
+test "$(cat from-s3)" = "written by boto3"
+out=$(v3 stat v3c from-s3)
+grep -q 'Meta Tool: boto3' <<<"$out"
+
+say "swiftclient library"
+"$py" - <<'PY'
+import os
+from swiftclient.client import Connection
+from swiftclient.exceptions import ClientException
+conn = Connection(authurl=os.environ["OS_AUTH_URL"], user=os.environ["OS_USERNAME"], key=os.environ["OS_PASSWORD"],
+                  auth_version="3", os_options={"project_name": os.environ["OS_PROJECT_NAME"],
+                  "user_domain_name": "Default", "project_domain_name": "Default", "region_name": os.environ["OS_REGION_NAME"]})
+conn.put_container("lib", headers={"X-Container-Meta-Made-By": "swiftclient"})
+etag = conn.put_object("lib", "a/b.txt", contents=b"library bytes", content_type="text/plain", headers={"X-Object-Meta-N": "1"})
+hdrs, body = conn.get_object("lib", "a/b.txt")
+assert body == b"library bytes" and hdrs["etag"] == etag and hdrs["x-object-meta-n"] == "1", hdrs
+hdrs, body = conn.get_object("lib", "a/b.txt", headers={"Range": "bytes=8-"})
+assert body == b"bytes", body
+_, objs = conn.get_container("lib", delimiter="/")
+assert objs == [{"subdir": "a/"}], objs
+assert conn.head_container("lib")["x-container-meta-made-by"] == "swiftclient"
+try:
+    conn.get_object("lib", "missing")
+    raise SystemExit("missing object read")
+except ClientException as e:
+    assert e.http_status == 404, e
+conn.delete_object("lib", "a/b.txt")
+conn.delete_container("lib")
+print("swiftclient library: ok")
+PY
+
+say "swift-bench"
+"$venv/bin/swift-bench" -A "$ST_AUTH" -U "$ST_USER" -K "$ST_KEY" -C 1 --container-name quiltbench \
+	-c 4 -n 50 -g 50 -s 4096 >bench.log 2>&1 || { cat bench.log; exit 1; }
+grep -E 'PUTS|GETS|DEL' bench.log
+if grep -qE '[1-9][0-9]* failures' bench.log; then cat bench.log; exit 1; fi
+
+say "all Swift clients passed"
