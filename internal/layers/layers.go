@@ -108,6 +108,8 @@ var packages = map[string]Layer{
 	// cfs is the configuration filesystem: the verbs of quilt cfs as a
 	// library over nsclient.
 	"internal/cfs": FrontEnds,
+	// sftp serves each user's bucket tree over SSH.
+	"internal/sftp": FrontEnds,
 
 	"internal/lab":          Lab,
 	"internal/lab/report":   Lab,

@@ -565,3 +565,32 @@ func (f *File) release() {
 		f.spool.Close()
 	}
 }
+
+// Abort ends this handle and drops the File's changes not committed yet:
+// its last close commits nothing (a session cut off in mid-write).
+func (h *Handle) Abort() {
+	h.File.mu.Lock()
+	h.File.removed = true
+	h.File.mu.Unlock()
+	h.Close()
+}
+
+// InTree reports whether the file is in the tree already (it existed at
+// the open, or was synced since); a new file shows only to its session
+// until its commit.
+func (f *File) InTree() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.existed
+}
+
+// Files returns the files open in the table.
+func (tb *Table) Files() []*File {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	out := make([]*File, 0, len(tb.files))
+	for _, f := range tb.files {
+		out = append(out, f)
+	}
+	return out
+}
