@@ -2,6 +2,7 @@ package sftp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +69,14 @@ func wire(op, p string, err error) error {
 	return errors.New(err.Error())
 }
 
+// safe turns a panic of a handler into its error, so that no request
+// takes the server down (pkg/sftp does not recover).
+func safe(err *error) {
+	if v := recover(); v != nil {
+		*err = fmt.Errorf("sftp: internal error: %v", v)
+	}
+}
+
 // ctx is the context of a request that may outlive it (a commit at close).
 func (h *handlers) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(h.s.ctx, h.s.cfg.CommitTimeout)
@@ -75,7 +84,8 @@ func (h *handlers) ctx() (context.Context, context.CancelFunc) {
 
 // Fileread opens a file for reading: the spool if this session has it
 // open for writing, else the tree's current version.
-func (h *handlers) Fileread(r *sftp.Request) (io.ReaderAt, error) {
+func (h *handlers) Fileread(r *sftp.Request) (_ io.ReaderAt, err error) {
+	defer safe(&err)
 	p := r.Filepath
 	if f := h.tab.Lookup(p); f != nil {
 		return &spoolReader{f: f, ctx: h.s.ctx}, nil
@@ -97,17 +107,27 @@ func (h *handlers) Filewrite(r *sftp.Request) (io.WriterAt, error) {
 
 // OpenFile opens a file for writing (and reading): a spool shared by this
 // session's opens of the path, committed at the last close.
-func (h *handlers) OpenFile(r *sftp.Request) (sftp.WriterAtReaderAt, error) {
+func (h *handlers) OpenFile(r *sftp.Request) (_ sftp.WriterAtReaderAt, err error) {
+	defer safe(&err)
 	fl := r.Pflags()
 	opt := openfile.Options{Create: fl.Creat, Exclusive: fl.Excl, Truncate: fl.Trunc}
-	if a := r.AttrFlags(); a.Permissions {
-		opt.Mode = fs.FileMode(r.Attributes().Mode).Perm()
-	}
+	opt.Mode = openMode(r.Attrs)
 	hd, err := h.tab.Open(r.Context(), r.Filepath, opt)
 	if err != nil {
 		return nil, wire("open", r.Filepath, err)
 	}
 	return &writer{h: h, hd: hd, appendOnly: fl.Append}, nil
+}
+
+// openMode is the permissions an open asks a new file to have: the
+// request server gives the open's attributes without their flags, so only
+// attributes of exactly 4 bytes are read, which can be nothing but the
+// permissions (what OpenSSH's sftp and sshfs send); 0 otherwise.
+func openMode(attrs []byte) fs.FileMode {
+	if len(attrs) != 4 {
+		return 0
+	}
+	return fs.FileMode(binary.BigEndian.Uint32(attrs)).Perm()
 }
 
 // writer is a handle open for writing.
@@ -119,7 +139,8 @@ type writer struct {
 	aborted    bool
 }
 
-func (w *writer) WriteAt(p []byte, off int64) (int, error) {
+func (w *writer) WriteAt(p []byte, off int64) (_ int, err error) {
+	defer safe(&err)
 	if w.appendOnly {
 		off = w.hd.Size()
 	}
@@ -139,7 +160,8 @@ func (w *writer) TransferError(err error) {
 }
 
 // Close commits the file if this is its last handle.
-func (w *writer) Close() error {
+func (w *writer) Close() (err error) {
+	defer safe(&err)
 	w.mu.Lock()
 	aborted := w.aborted
 	w.mu.Unlock()
@@ -180,7 +202,8 @@ type treeReader struct {
 // still be reached by reading on rather than opening a new stream.
 const skipMax = 1 << 20
 
-func (r *treeReader) ReadAt(p []byte, off int64) (int, error) {
+func (r *treeReader) ReadAt(p []byte, off int64) (_ int, err error) {
+	defer safe(&err)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if off >= r.size {
@@ -234,7 +257,8 @@ func (r *treeReader) Close() error {
 
 // Filecmd does setstat, rename, remove, mkdir and rmdir; links are not
 // supported.
-func (h *handlers) Filecmd(r *sftp.Request) error {
+func (h *handlers) Filecmd(r *sftp.Request) (err error) {
+	defer safe(&err)
 	ctx := r.Context()
 	p := r.Filepath
 	switch r.Method {
@@ -244,11 +268,9 @@ func (h *handlers) Filecmd(r *sftp.Request) error {
 		// SFTP's rename refuses to replace (OpenSSH's too).
 		return h.rename(ctx, p, r.Target, tree.RenameOptions{NoReplace: true})
 	case "Mkdir":
-		mode := fs.FileMode(0)
-		if r.AttrFlags().Permissions {
-			mode = fs.FileMode(r.Attributes().Mode).Perm()
-		}
-		return wire("mkdir", p, h.t.Mkdir(ctx, p, mode))
+		// The request server passes no attributes with a mkdir: the
+		// default mode, until a setstat.
+		return wire("mkdir", p, h.t.Mkdir(ctx, p, 0))
 	case "Rmdir":
 		i, err := h.t.Stat(ctx, p)
 		if err != nil {
@@ -287,7 +309,8 @@ func (h *handlers) Filecmd(r *sftp.Request) error {
 }
 
 // PosixRename is posix-rename@openssh.com: rename(2), replacing.
-func (h *handlers) PosixRename(r *sftp.Request) error {
+func (h *handlers) PosixRename(r *sftp.Request) (err error) {
+	defer safe(&err)
 	return h.rename(r.Context(), r.Filepath, r.Target, tree.RenameOptions{})
 }
 
@@ -311,6 +334,9 @@ func (h *handlers) rename(ctx context.Context, from, to string, opt tree.RenameO
 func (h *handlers) setstat(ctx context.Context, r *sftp.Request) error {
 	p := r.Filepath
 	a := r.Attributes()
+	if a == nil {
+		return wire("setstat", p, fmt.Errorf("setstat %s: %w: attributes", p, fs.ErrInvalid))
+	}
 	fl := r.AttrFlags()
 	var mtime time.Time
 	if fl.Acmodtime {
@@ -393,7 +419,8 @@ func (h *handlers) stat(ctx context.Context, p string) (tree.Info, error) {
 }
 
 // Filelist lists a directory, or stats one path.
-func (h *handlers) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
+func (h *handlers) Filelist(r *sftp.Request) (_ sftp.ListerAt, err error) {
+	defer safe(&err)
 	p := r.Filepath
 	switch r.Method {
 	case "List":
@@ -413,7 +440,8 @@ func (h *handlers) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 }
 
 // Lstat is Stat: the tree has no symbolic links.
-func (h *handlers) Lstat(r *sftp.Request) (sftp.ListerAt, error) {
+func (h *handlers) Lstat(r *sftp.Request) (_ sftp.ListerAt, err error) {
+	defer safe(&err)
 	i, err := h.stat(r.Context(), r.Filepath)
 	if err != nil {
 		return nil, wire("lstat", r.Filepath, err)
@@ -450,7 +478,8 @@ type lister struct {
 	done bool
 }
 
-func (l *lister) ListAt(out []os.FileInfo, off int64) (int, error) {
+func (l *lister) ListAt(out []os.FileInfo, off int64) (_ int, err error) {
+	defer safe(&err)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(l.h.s.ctx, time.Minute)

@@ -257,6 +257,8 @@ func (s *Server) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request, user, bu
 		if err := rs.Serve(); err != nil && !errors.Is(err, io.EOF) {
 			s.cfg.Logger.Info("sftp: session", "user", user, "err", err)
 		}
+		// Clients (scp) take a session without an exit status as failed.
+		ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{0}))
 		rs.Close()
 		if n := h.tab.Close(); n > 0 {
 			s.cfg.Logger.Warn("sftp: session ended with files open for writing; not committed", "user", user, "files", n)

@@ -332,6 +332,26 @@ func TestSFTPWrites(t *testing.T) {
 	if string(b) != "ooooo" {
 		t.Fatalf("g reads %q", b)
 	}
+	// O_APPEND (sshfs's >>) writes at the end, whatever the offset.
+	ap, err := c.OpenFile("/g", os.O_WRONLY|os.O_APPEND)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ap.WriteAt([]byte("++"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ap.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err = c.Open("/g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(r)
+	r.Close()
+	if string(b) != "ooooo++" {
+		t.Fatalf("g after an append reads %q", b)
+	}
 	vfs, err := c.StatVFS("/")
 	if err != nil || vfs.Namemax != 255 || vfs.FreeSpace() == 0 {
 		t.Fatalf("statvfs: %+v, %v", vfs, err)
