@@ -125,6 +125,7 @@ func runUp(ctx context.Context, args []string) error {
 	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
 	s3addr := fs.String("s3", "", "S3 endpoint of the grid's gateway (default: host, port+2·nodes; \"off\": none)")
+	sftpAddr := fs.String("sftp", "", "SFTP address of the grid's gateway (default: host, port+2·nodes+2; \"off\": none)")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -236,6 +237,21 @@ func runUp(ctx context.Context, args []string) error {
 		env := filepath.Join(*dir, "gateway", "s3.env")
 		s3msg = fmt.Sprintf("S3:    %s  access key %s  secret %s\n       . %s; aws s3 mb s3://photos; aws s3 cp FILE s3://photos/\n",
 			svc.url, svc.admin.ID, svc.admin.Secret, env)
+		if *sftpAddr != "off" {
+			addr := *sftpAddr
+			if addr == "" {
+				addr = net.JoinHostPort(*host, "0")
+				if *port != 0 {
+					addr = net.JoinHostPort(*host, strconv.Itoa(*port+2**nodes+2))
+				}
+			}
+			ssvc, err := startSFTP(ctx, svc.gw, filepath.Join(*dir, "gateway"), addr, log)
+			if err != nil {
+				return fmt.Errorf("gateway: %w", err)
+			}
+			defer ssvc.Close()
+			s3msg += sftpHint(ssvc)
+		}
 	}
 	fmt.Fprintf(os.Stderr, `quilt grid of %d nodes is up (data in %s)
 invite: %s
