@@ -567,3 +567,41 @@ func (f *clientFS) chtimes(name string, mtime time.Time) error {
 	v := fmt.Sprintf("%d.%09d", mtime.Unix(), mtime.Nanosecond())
 	return fsErr("chtimes", name, f.c.SetExtendedData(abs(name), []pkgsftp.StatExtended{{ExtType: sftp.ExtMtime, ExtData: v}}))
 }
+
+// TestParseUsers: a users file parses, and each kind of bad line is an
+// error that names it.
+func TestParseUsers(t *testing.T) {
+	k, err := sftp.LoadOrCreateKey(filepath.Join(t.TempDir(), "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := sftp.PasswordLine("alice", "photos", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := "# accounts\n\n" + sftp.KeyLine("alice", "photos", k.PublicKey()) + " alice@laptop\n" + pl + "\n" +
+		sftp.KeyLine("key", "key", k.PublicKey()) + "\n"
+	us, err := sftp.ParseUsers(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := us["alice"]; a == nil || a.Bucket != "photos" || len(a.Keys) != 1 || len(a.PasswordHashes) != 1 {
+		t.Fatalf("parsed %+v", us["alice"])
+	}
+	if u := us["key"]; u == nil || u.Bucket != "key" || len(u.Keys) != 1 {
+		t.Fatalf("user key of bucket key: %+v", u)
+	}
+	for _, bad := range []string{
+		"alice photos key",
+		"alice photos key ssh-ed25519 not-base64!",
+		"alice photos password notahash",
+		"alice photos password $2a$10$x y",
+		"alice photos token abc",
+		sftp.KeyLine("alice", "photos", k.PublicKey()) + "\n" + sftp.KeyLine("alice", "other", k.PublicKey()),
+	} {
+		_, err := sftp.ParseUsers(strings.NewReader("# c\n" + bad + "\n"))
+		if err == nil || !strings.Contains(err.Error(), "line ") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

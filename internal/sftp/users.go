@@ -59,8 +59,7 @@ func ParseUsers(r io.Reader) (Users, error) {
 		}
 		switch kind {
 		case "key":
-			rest := strings.TrimSpace(line[strings.Index(line, " key ")+5:])
-			k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(rest))
+			k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(strings.Join(f[3:], " ")))
 			if err != nil {
 				return nil, fmt.Errorf("sftp: users line %d: key: %w", n, err)
 			}
