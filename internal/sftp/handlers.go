@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,8 +186,11 @@ func (r *spoolReader) ReadAt(p []byte, off int64) (int, error) {
 	return r.f.ReadAtContext(r.ctx, p, off)
 }
 
-// treeReader reads a file of the tree, keeping one stream open while the
-// reads are sequential (as clients read) and opening another at a jump.
+// treeReader reads a file of the tree from one stream while the reads
+// go forward, as clients read: they keep many requests in flight, which
+// the request server answers out of order, so the last bytes of the
+// stream are kept (window) for the reads that come late, and a read a
+// little ahead reads on to it. Only a jump opens another stream.
 type treeReader struct {
 	t    *tree.Tree
 	name string
@@ -195,54 +199,65 @@ type treeReader struct {
 
 	mu  sync.Mutex
 	rc  io.ReadCloser
-	pos int64
+	pos int64  // the stream's position
+	win []byte // the bytes of the stream just before pos
+	eof bool   // the stream ended (the version read is shorter than size)
 }
 
-// skipMax is how far forward a read may be from the stream's position and
-// still be reached by reading on rather than opening a new stream.
-const skipMax = 1 << 20
+// readWindow is how many bytes behind the stream a read is still served
+// from memory, and how far ahead of it one is reached by reading on:
+// more than the 2 MiB clients keep in flight (64 requests of 32 KiB).
+const readWindow = 4 << 20
 
 func (r *treeReader) ReadAt(p []byte, off int64) (_ int, err error) {
 	defer safe(&err)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if off < 0 {
+		return 0, fmt.Errorf("read %s: %w: negative offset", r.name, fs.ErrInvalid)
+	}
 	if off >= r.size {
 		return 0, io.EOF
 	}
-	if r.rc != nil && (off < r.pos || off-r.pos > skipMax) {
-		r.rc.Close()
-		r.rc = nil
-	}
-	if r.rc == nil {
-		rc, _, err := r.t.Open(r.ctx, r.name, off, -1)
-		if err != nil {
-			return 0, wire("read", r.name, err)
-		}
-		r.rc, r.pos = rc, off
-	}
-	if off > r.pos {
-		n, err := io.CopyN(io.Discard, r.rc, off-r.pos)
-		r.pos += n
-		if err != nil {
+	end := min(off+int64(len(p)), r.size)
+	if r.rc == nil || off < r.pos-int64(len(r.win)) || off > r.pos+readWindow {
+		if r.rc != nil {
 			r.rc.Close()
-			r.rc = nil
+		}
+		rc, _, err := r.t.Open(r.ctx, r.name, off, -1)
+		r.rc, r.pos, r.win, r.eof = nil, off, r.win[:0], false
+		if err != nil {
+			return 0, wire("read", r.name, err)
+		}
+		r.rc = rc
+	}
+	if need := end - r.pos; need > 0 && !r.eof {
+		n0 := len(r.win)
+		r.win = slices.Grow(r.win, int(need))[:n0+int(need)]
+		n, err := io.ReadFull(r.rc, r.win[n0:])
+		r.win = r.win[:n0+n]
+		r.pos += int64(n)
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			r.eof = true
+		case err != nil:
+			r.rc.Close()
+			r.rc, r.win = nil, r.win[:0]
 			return 0, wire("read", r.name, err)
 		}
 	}
-	n, err := io.ReadFull(r.rc, p)
-	r.pos += int64(n)
-	if err == io.ErrUnexpectedEOF || err == io.EOF {
-		// The version read is shorter than the size at the open: its end.
-		err = io.EOF
+	start := off - (r.pos - int64(len(r.win)))
+	n := 0
+	if start < int64(len(r.win)) {
+		n = copy(p[:end-off], r.win[start:])
 	}
-	if err != nil {
-		r.rc.Close()
-		r.rc = nil
-		if err != io.EOF {
-			err = wire("read", r.name, err)
-		}
+	if len(r.win) > 2*readWindow {
+		r.win = append(r.win[:0], r.win[len(r.win)-readWindow:]...)
 	}
-	return n, err
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 func (r *treeReader) Close() error {

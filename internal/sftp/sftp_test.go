@@ -1,6 +1,7 @@
 package sftp_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 // 127.0.0.1 with a users file in its directory.
 type fixture struct {
 	gw    *gateway.Gateway
+	opens atomic.Int64 // reads of objects by the server's trees
 	addr  string
 	users string // the users file
 	dir   string
@@ -46,15 +49,20 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gw.Close() })
+	f := &fixture{gw: gw, dir: dir, users: filepath.Join(dir, "sftp-users")}
 	hk, err := sftp.LoadOrCreateKey(filepath.Join(dir, "sftp-host-key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{gw: gw, dir: dir, users: filepath.Join(dir, "sftp-users")}
 	srv, err := sftp.New(sftp.Config{
 		HostKey:  hk,
 		Users:    func() (sftp.Users, error) { return sftp.LoadUsers(f.users) },
-		Tree:     sftp.GatewayTrees(gw),
+		Tree: func(ctx context.Context, bucket string) (*tree.Tree, error) {
+			if _, err := sftp.GatewayTrees(gw)(ctx, bucket); err != nil {
+				return nil, err
+			}
+			return tree.New(&countingStore{Store: gw.TreeStore(bucket), opens: &f.opens}), nil
+		},
 		SpoolDir: t.TempDir(),
 	})
 	if err != nil {
@@ -68,6 +76,17 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { srv.Close() })
 	f.addr = ln.Addr().String()
 	return f
+}
+
+// countingStore counts the reads of objects.
+type countingStore struct {
+	tree.Store
+	opens *atomic.Int64
+}
+
+func (s *countingStore) Open(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	s.opens.Add(1)
+	return s.Store.Open(ctx, key, off, length)
 }
 
 // addUser makes bucket and a user chrooted to it with a new key and
@@ -355,6 +374,47 @@ func TestSFTPWrites(t *testing.T) {
 	vfs, err := c.StatVFS("/")
 	if err != nil || vfs.Namemax != 255 || vfs.FreeSpace() == 0 {
 		t.Fatalf("statvfs: %+v, %v", vfs, err)
+	}
+}
+
+// TestSFTPReadStreams: a client's reads of a large file, many in flight
+// and answered out of order, are served from one stream of the object,
+// not one per read.
+func TestSFTPReadStreams(t *testing.T) {
+	f := newFixture(t)
+	k := f.addUser(t, "u", "files", "pw")
+	c, err := f.dial(t, "u", ssh.PublicKeys(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 3<<20)
+	for i := range want {
+		want[i] = byte(i * 7 / 5)
+	}
+	w, err := c.Create("/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		before := f.opens.Load()
+		r, err := c.Open("/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r) // pkg/sftp reads with up to 64 requests in flight
+		r.Close()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("read back %d bytes, %v", len(got), err)
+		}
+		if n := f.opens.Load() - before; n > 2 {
+			t.Fatalf("%d object reads for one sequential read of the file", n)
+		}
 	}
 }
 
