@@ -167,7 +167,9 @@ func (w *writer) Close() (err error) {
 	aborted := w.aborted
 	w.mu.Unlock()
 	if aborted {
+		name := w.hd.Name()
 		w.hd.Abort()
+		w.h.s.cfg.Logger.Warn("sftp: session ended with a file open for writing; not committed", "file", "/"+name)
 		return nil
 	}
 	ctx, cancel := w.h.ctx()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path"
@@ -32,6 +33,7 @@ import (
 type fixture struct {
 	gw    *gateway.Gateway
 	opens atomic.Int64 // reads of objects by the server's trees
+	logs  chan string  // the server's log messages
 	addr  string
 	users string // the users file
 	dir   string
@@ -49,14 +51,14 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gw.Close() })
-	f := &fixture{gw: gw, dir: dir, users: filepath.Join(dir, "sftp-users")}
+	f := &fixture{gw: gw, dir: dir, users: filepath.Join(dir, "sftp-users"), logs: make(chan string, 1000)}
 	hk, err := sftp.LoadOrCreateKey(filepath.Join(dir, "sftp-host-key"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, err := sftp.New(sftp.Config{
-		HostKey:  hk,
-		Users:    func() (sftp.Users, error) { return sftp.LoadUsers(f.users) },
+		HostKey: hk,
+		Users:   func() (sftp.Users, error) { return sftp.LoadUsers(f.users) },
 		Tree: func(ctx context.Context, bucket string) (*tree.Tree, error) {
 			if _, err := sftp.GatewayTrees(gw)(ctx, bucket); err != nil {
 				return nil, err
@@ -64,6 +66,7 @@ func newFixture(t *testing.T) *fixture {
 			return tree.New(&countingStore{Store: gw.TreeStore(bucket), opens: &f.opens}), nil
 		},
 		SpoolDir: t.TempDir(),
+		Logger:   slog.New(chanHandler{f.logs}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +79,36 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { srv.Close() })
 	f.addr = ln.Addr().String()
 	return f
+}
+
+// chanHandler sends log messages to a channel, dropping them if it is full.
+type chanHandler struct{ ch chan string }
+
+func (h chanHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h chanHandler) WithGroup(string) slog.Handler            { return h }
+func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h.ch <- r.Message:
+	default:
+	}
+	return nil
+}
+
+// awaitLog waits for a log message that contains s.
+func (f *fixture) awaitLog(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case m := <-f.logs:
+			if strings.Contains(m, s) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no log %q", s)
+		}
+	}
 }
 
 // countingStore counts the reads of objects.
@@ -374,6 +407,34 @@ func TestSFTPWrites(t *testing.T) {
 	vfs, err := c.StatVFS("/")
 	if err != nil || vfs.Namemax != 255 || vfs.FreeSpace() == 0 {
 		t.Fatalf("statvfs: %+v, %v", vfs, err)
+	}
+}
+
+// TestSFTPDroppedSession: a client that goes away in mid-write leaves no
+// version of its file, not even a part.
+func TestSFTPDroppedSession(t *testing.T) {
+	f := newFixture(t)
+	k := f.addUser(t, "u", "files", "pw")
+	conn, err := ssh.Dial("tcp", f.addr, &ssh.ClientConfig{User: "u", Auth: []ssh.AuthMethod{ssh.PublicKeys(k)},
+		HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pkgsftp.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Create("/partial")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("half of it")); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close() // no close of the file
+	f.awaitLog(t, "not committed")
+	if _, err := f.gw.TreeStore("files").Stat(context.Background(), "partial"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a dropped session's file: %v", err)
 	}
 }
 
