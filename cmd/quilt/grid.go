@@ -125,7 +125,7 @@ func runUp(ctx context.Context, args []string) error {
 	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
 	s3addr := fs.String("s3", "", "S3 endpoint of the grid's gateway (default: host, port+2·nodes; \"off\": none)")
-	sftpAddr := fs.String("sftp", "", "SFTP address of the grid's gateway (default: host, port+2·nodes+2; \"off\": none)")
+	sftpAddr := fs.String("sftp", "", "SFTP address of the grid's gateway (default: host, port+2·nodes+2; \"off\": none; none without S3)")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
