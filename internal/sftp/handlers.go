@@ -89,7 +89,7 @@ func (h *handlers) Fileread(r *sftp.Request) (_ io.ReaderAt, err error) {
 	defer safe(&err)
 	p := r.Filepath
 	if f := h.tab.Lookup(p); f != nil {
-		return &spoolReader{f: f, ctx: h.s.ctx}, nil
+		return &spoolReader{h: h, f: f}, nil
 	}
 	i, err := h.t.Stat(r.Context(), p)
 	if err != nil {
@@ -178,14 +178,46 @@ func (w *writer) Close() (err error) {
 	return wire("close", "/"+name, w.hd.CloseContext(ctx))
 }
 
-// spoolReader reads a file this session has open for writing.
+// spoolReader reads a file this session has open for writing: its
+// spool, and once the file is committed and closed, the tree's version.
 type spoolReader struct {
-	f   *openfile.File
-	ctx context.Context
+	h *handlers
+	f *openfile.File
+
+	mu   sync.Mutex
+	tree *treeReader // after the file closed
 }
 
 func (r *spoolReader) ReadAt(p []byte, off int64) (int, error) {
-	return r.f.ReadAtContext(r.ctx, p, off)
+	r.mu.Lock()
+	tr := r.tree
+	r.mu.Unlock()
+	if tr == nil {
+		n, err := r.f.ReadAtContext(r.h.s.ctx, p, off)
+		if !errors.Is(err, openfile.ErrClosed) {
+			return n, err
+		}
+		i, err := r.h.t.Stat(r.h.s.ctx, r.f.Name())
+		if err != nil {
+			return 0, wire("read", "/"+r.f.Name(), err)
+		}
+		r.mu.Lock()
+		if r.tree == nil {
+			r.tree = &treeReader{t: r.h.t, name: i.Path, size: i.Size, ctx: r.h.s.ctx}
+		}
+		tr = r.tree
+		r.mu.Unlock()
+	}
+	return tr.ReadAt(p, off)
+}
+
+func (r *spoolReader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tree != nil {
+		return r.tree.Close()
+	}
+	return nil
 }
 
 // treeReader reads a file of the tree from one stream while the reads

@@ -404,6 +404,25 @@ func TestSFTPWrites(t *testing.T) {
 	if string(b) != "ooooo++" {
 		t.Fatalf("g after an append reads %q", b)
 	}
+	// A reader opened while the file is open for writing reads on after
+	// the writer closed: the committed version.
+	w2, err := c.Create("/h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2.Write([]byte("written"))
+	r2, err := c.Open("/h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = io.ReadAll(r2)
+	r2.Close()
+	if err != nil || string(b) != "written" {
+		t.Fatalf("reader after the writer closed: %q, %v", b, err)
+	}
 	vfs, err := c.StatVFS("/")
 	if err != nil || vfs.Namemax != 255 || vfs.FreeSpace() == 0 {
 		t.Fatalf("statvfs: %+v, %v", vfs, err)

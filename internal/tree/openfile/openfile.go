@@ -256,7 +256,8 @@ func (tb *Table) Close() int {
 	return n
 }
 
-var errClosed = errors.New("openfile: file closed")
+// ErrClosed is the error of a File used after its last handle closed.
+var ErrClosed = errors.New("openfile: file closed")
 
 // Name returns the file's path (without a leading "/").
 func (f *File) Name() string {
@@ -308,7 +309,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return 0, errClosed
+		return 0, ErrClosed
 	}
 	if off < 0 {
 		return 0, fmt.Errorf("openfile: %w: negative offset", fs.ErrInvalid)
@@ -423,7 +424,7 @@ func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, err
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return 0, errClosed
+		return 0, ErrClosed
 	}
 	if off < 0 {
 		return 0, fmt.Errorf("openfile: %w: negative offset", fs.ErrInvalid)
@@ -458,7 +459,7 @@ func (f *File) Truncate(size int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return errClosed
+		return ErrClosed
 	}
 	return f.truncate(size)
 }
@@ -507,7 +508,7 @@ func (f *File) Sync(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return errClosed
+		return ErrClosed
 	}
 	return f.commit(ctx)
 }
@@ -534,7 +535,7 @@ func (h *Handle) Close() error { return h.CloseContext(context.Background()) }
 
 // CloseContext is Close with a context for the commit.
 func (h *Handle) CloseContext(ctx context.Context) error {
-	err := errClosed
+	err := ErrClosed
 	h.once.Do(func() { err = h.File.close(ctx) })
 	return err
 }
