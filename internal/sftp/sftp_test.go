@@ -745,3 +745,29 @@ func TestParseUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadOrCreateKey: a key is made once and read back after; a damaged
+// key file is an error and stays as it was.
+func TestLoadOrCreateKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "host-key")
+	a, err := sftp.LoadOrCreateKey(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v, %v", st, err)
+	}
+	b, err := sftp.LoadOrCreateKey(p)
+	if err != nil || !bytes.Equal(a.PublicKey().Marshal(), b.PublicKey().Marshal()) {
+		t.Fatalf("second load: another key, or %v", err)
+	}
+	if err := os.WriteFile(p, []byte("damaged"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sftp.LoadOrCreateKey(p); err == nil {
+		t.Fatal("damaged key: no error")
+	}
+	if got, _ := os.ReadFile(p); string(got) != "damaged" {
+		t.Fatal("damaged key file replaced")
+	}
+}
