@@ -134,6 +134,7 @@ func runUp(ctx context.Context, args []string) error {
 	var s3tls s3TLSFlags
 	s3tls.register(fs)
 	swiftAddr := fs.String("swift", "", "Swift endpoint of the grid's gateway, region RegionOne (default: host, port+2·nodes+1; \"off\": none)")
+	sftpAddr := fs.String("sftp", "", "SFTP address of the grid's gateway (default: host, port+2·nodes+2; \"off\": none; none without S3)")
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -255,6 +256,21 @@ func runUp(ctx context.Context, args []string) error {
 			}
 			defer sw.Close()
 			s3msg += sw.banner(filepath.Join(*dir, "gateway", "swift.env"))
+		}
+		if *sftpAddr != "off" {
+			addr := *sftpAddr
+			if addr == "" {
+				addr = net.JoinHostPort(*host, "0")
+				if *port != 0 {
+					addr = net.JoinHostPort(*host, strconv.Itoa(*port+2**nodes+2))
+				}
+			}
+			ssvc, err := startSFTP(ctx, svc.gw, filepath.Join(*dir, "gateway"), addr, log)
+			if err != nil {
+				return fmt.Errorf("gateway: %w", err)
+			}
+			defer ssvc.Close()
+			s3msg += sftpHint(ssvc)
 		}
 	}
 	fmt.Fprintf(os.Stderr, `quilt grid of %d nodes is up (data in %s)

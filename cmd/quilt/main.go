@@ -43,6 +43,7 @@ var commands = map[string]command{
 	"gateway": {"serve the grid's buckets over S3", runGateway},
 	"key":     {"create, list and delete S3 access keys", runKey},
 	"swift":   {"manage Swift projects, users and endpoints", runSwift},
+	"sftp":    {"serve the buckets' file trees over SFTP (sftp, scp, sshfs)", runSFTP},
 	"lab":     {"run the papers' experiments on an emulated network", runLab},
 	"version": {"print the version", func(context.Context, []string) error { fmt.Println("quilt", version); return nil }},
 }

@@ -101,6 +101,9 @@ var packages = map[string]Layer{
 	// tree is a file tree over a Store interface of its own: it imports
 	// nothing of Quilt, and the gateway implements the interface.
 	"internal/tree": Namespaces,
+	// openfile is a file of the tree open for writing, spooled locally
+	// and committed at close: it imports only tree.
+	"internal/tree/openfile": Namespaces,
 
 	"internal/gateway":          FrontEnds,
 	"internal/gateway/s3":       FrontEnds,
@@ -113,6 +116,8 @@ var packages = map[string]Layer{
 	// cfs is the configuration filesystem: the verbs of quilt cfs as a
 	// library over nsclient.
 	"internal/cfs": FrontEnds,
+	// sftp serves each user's bucket tree over SSH.
+	"internal/sftp": FrontEnds,
 
 	"internal/lab":          Lab,
 	"internal/lab/report":   Lab,
