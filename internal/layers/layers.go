@@ -74,6 +74,9 @@ var packages = map[string]Layer{
 	// atomicfile writes the small state files of every layer (keys,
 	// secrets, registries, configs) durably; it imports nothing of Quilt.
 	"internal/atomicfile": Identity,
+	// metrics serves a process's Prometheus registry; it imports nothing
+	// of Quilt, and nodes and gateways define their metrics on it.
+	"internal/metrics": Identity,
 
 	"internal/member": Membership,
 
