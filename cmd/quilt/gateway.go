@@ -14,9 +14,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
+	"github.com/quilt-grid/quilt/internal/metrics"
 )
 
 // s3Service is a running S3 endpoint.
@@ -25,6 +27,7 @@ type s3Service struct {
 	srv   *http.Server
 	url   string
 	admin gateway.AccessKey
+	reg   *prometheus.Registry // the S3 requests' metrics (see s3.Instrument)
 }
 
 func (s *s3Service) Close() {
@@ -62,6 +65,8 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, log *slo
 	}
 	svc := &s3Service{gw: gw, admin: admin, url: "http://" + ln.Addr().String(),
 		srv: s3.New(gw, s3.Options{Region: region, Logger: log}).HTTPServer()}
+	svc.reg = metrics.NewRegistry()
+	svc.srv.Handler = s3.Instrument(svc.srv.Handler, svc.reg)
 	go svc.srv.Serve(ln)
 	env := fmt.Sprintf("export AWS_ENDPOINT_URL=%s\nexport AWS_ACCESS_KEY_ID=%s\nexport AWS_SECRET_ACCESS_KEY=%s\nexport AWS_DEFAULT_REGION=%s\n",
 		svc.url, admin.ID, admin.Secret, region)
@@ -96,6 +101,7 @@ func runGateway(ctx context.Context, args []string) error {
 	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
 	region := fs.String("region", "us-east-1", "region reported to clients")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
+	metricsAddr := fs.String("metrics", "", metricsHelp)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -108,6 +114,14 @@ func runGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	defer svc.Close()
+	if *metricsAddr != "" {
+		ms, err := metrics.Listen(*metricsAddr, svc.reg)
+		if err != nil {
+			return err
+		}
+		defer ms.Close()
+		fmt.Fprintf(os.Stderr, "metrics: %s\n", ms.URL())
+	}
 	fmt.Fprintf(os.Stderr, "quilt gateway: S3 at %s\naccess key %s (admin; secret in %s)\ntry:  . %s; aws s3 ls\n",
 		svc.url, svc.admin.ID, filepath.Join(*dir, "admin.json"), filepath.Join(*dir, "s3.env"))
 	<-ctx.Done()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/metrics"
 	"github.com/quilt-grid/quilt/internal/node"
 )
 
@@ -37,6 +38,7 @@ func runNode(ctx context.Context, args []string) error {
 	syncEvery := fs.Duration("ns-sync", 5*time.Second, "how often namespaces are compared with a random peer (anti-entropy)")
 	joinTimeout := fs.Duration("join-timeout", 2*time.Minute, "with --join: give up (exit 1) when no node of the invite has answered for this long; 0: keep trying for ever (every failure is logged)")
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
+	metricsAddr := fs.String("metrics", "", metricsHelp)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -60,7 +62,8 @@ func runNode(ctx context.Context, args []string) error {
 	}
 	defer release()
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
-		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel)}
+		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel),
+		Metrics: *metricsAddr}
 	if cfg.Gossip == "" {
 		cfg.Gossip, err = nextPort(*listen)
 		if err != nil {
@@ -91,6 +94,9 @@ func runNode(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "quilt node %s serving on %s (gossip %s)\ninvite: %s\n", n.ID(), n.Addr(), n.GossipAddr(), n.Invite())
+	if u := n.MetricsURL(); u != "" {
+		fmt.Fprintf(os.Stderr, "metrics: %s\n", u)
+	}
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "leaving the grid")
 	return n.Close()
@@ -125,6 +131,7 @@ func runUp(ctx context.Context, args []string) error {
 	checkBlocks := fs.Bool("check-blocks", false, checkBlocksHelp)
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
 	s3addr := fs.String("s3", "", "S3 endpoint of the grid's gateway (default: host, port+2·nodes; \"off\": none)")
+	metricsHost := fs.String("metrics", "127.0.0.1", upMetricsHelp)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -171,6 +178,7 @@ func runUp(ctx context.Context, args []string) error {
 		if *zones > 0 {
 			cfg.Zone = fmt.Sprintf("zone-%d", i%*zones+1)
 		}
+		cfg.Metrics = upMetricsAddr(*metricsHost, *port, *nodes, i)
 		if i > 0 {
 			j := inv
 			cfg.Join = &j
@@ -212,7 +220,7 @@ func runUp(ctx context.Context, args []string) error {
 	if err := saveConfig(cfg); err != nil {
 		return fmt.Errorf("writing the client config: %w", err)
 	}
-	s3msg := ""
+	s3msg, gatewayMetrics := "", ""
 	if *s3addr != "off" {
 		addr := *s3addr
 		if addr == "" {
@@ -233,6 +241,14 @@ func runUp(ctx context.Context, args []string) error {
 			return fmt.Errorf("gateway: %w", err)
 		}
 		defer svc.Close()
+		if a := upMetricsAddr(*metricsHost, *port, *nodes, *nodes); a != "" {
+			ms, err := metrics.Listen(a, svc.reg)
+			if err != nil {
+				return fmt.Errorf("gateway: %w", err)
+			}
+			defer ms.Close()
+			gatewayMetrics = ms.URL()
+		}
 		env := filepath.Join(*dir, "gateway", "s3.env")
 		s3msg = fmt.Sprintf("S3:    %s  access key %s  secret %s\n       . %s; aws s3 mb s3://photos; aws s3 cp FILE s3://photos/\n",
 			svc.url, svc.admin.ID, svc.admin.Secret, env)
@@ -245,8 +261,8 @@ try:  quilt nodes
       quilt put FILE          # prints a capability
       quilt get CAP -o COPY
       quilt cfs bootstrap NAME  # a configuration filesystem
-%sstop with Ctrl-C
-`, *nodes, *dir, inv, invitePath, configPath(), s3msg)
+%s%sstop with Ctrl-C
+`, *nodes, *dir, inv, invitePath, configPath(), s3msg, upMetricsMessage(*dir, started, gatewayMetrics))
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "\nstopping the grid")
 	return nil
