@@ -102,6 +102,7 @@ func runGateway(ctx context.Context, args []string) error {
 	region := fs.String("region", "us-east-1", "region reported to clients")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
+	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ func runNode(ctx context.Context, args []string) error {
 	joinTimeout := fs.Duration("join-timeout", 2*time.Minute, "with --join: give up (exit 1) when no node of the invite has answered for this long; 0: keep trying for ever (every failure is logged)")
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
+	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -132,6 +133,7 @@ func runUp(ctx context.Context, args []string) error {
 	logLevel := fs.String("log", "warn", "log level: debug, info, warn, error")
 	s3addr := fs.String("s3", "", "S3 endpoint of the grid's gateway (default: host, port+2·nodes; \"off\": none)")
 	metricsHost := fs.String("metrics", "127.0.0.1", upMetricsHelp)
+	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
