@@ -195,6 +195,45 @@ func TestProcessMetricsAndStatus(t *testing.T) {
 		t.Errorf("the four nodes see %v alive members between them, want 16", alive)
 	}
 
+	// A gateway counts its S3 requests: an unsigned listing is refused
+	// (403) and counted as ListBuckets.
+	gw := exec.Command(bin, "gateway", "--grid", grid, "--dir", filepath.Join(base, "gw"), "--s3", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--log", "warn")
+	gw.Env = env
+	gwLog := filepath.Join(base, "gw.log")
+	lf, err := os.Create(gwLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.Stdout, gw.Stderr = lf, lf
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	procs = append(procs, gw)
+	s3RE := regexp.MustCompile(`S3 at (http://\S+)`)
+	var s3URL, gwMetrics string
+	eventually("the gateway prints its S3 and metrics addresses", 30*time.Second, func() (bool, string) {
+		b, _ := os.ReadFile(gwLog)
+		if m := s3RE.FindSubmatch(b); m != nil {
+			s3URL = string(m[1])
+		}
+		if m := metricsRE.FindSubmatch(b); m != nil {
+			gwMetrics = string(m[1])
+		}
+		return s3URL != "" && gwMetrics != "", string(b)
+	})
+	resp, err := http.Get(s3URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("unsigned ListBuckets: %s", resp.Status)
+	}
+	eventually("the gateway's metrics count the refused listing", 10*time.Second, func() (bool, string) {
+		v, err := scrape(gwMetrics, "quilt_s3_requests_total", map[string]string{"op": "ListBuckets", "status": "403"})
+		return err == nil && v == 1, fmt.Sprint(v, err)
+	})
+
 	// One node killed: status says degraded and names it, as suspect or
 	// dead, and exits 1.
 	if err := procs[2].Process.Signal(syscall.SIGKILL); err != nil {
