@@ -90,3 +90,24 @@ func TestConfigFileCLI(t *testing.T) {
 		t.Fatalf("a node with a bad configuration made its data directory: %v", err)
 	}
 }
+
+// The example configurations in dist/ name only flags that exist: each
+// is read whole, and the command then stops on a flag given to make it
+// fail before it starts anything.
+func TestDistConfigs(t *testing.T) {
+	bin := buildQuilt(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"node", "--config", "../../dist/node.conf", "--cpus", "-1"}, "--cpus -1"},
+		{[]string{"gateway", "--config", "../../dist/gateway.conf", "--grid", "quilt://short@127.0.0.1:1"}, "bad invite"},
+	} {
+		cmd := exec.Command(bin, c.args...)
+		cmd.Env = append(os.Environ(), "QUILT_HOME="+t.TempDir())
+		out, _ := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), c.want) {
+			t.Errorf("quilt %v: exit %d:\n%s", c.args, cmd.ProcessState.ExitCode(), out)
+		}
+	}
+}
