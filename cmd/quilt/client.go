@@ -216,6 +216,9 @@ func parseArgs(fs *flag.FlagSet, args []string, n int) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := applyConfigFile(fs); err != nil { // --config, where a command has it
+		return err
+	}
 	if n >= 0 && fs.NArg() != n {
 		fs.Usage()
 		return errUsage

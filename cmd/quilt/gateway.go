@@ -16,10 +16,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/keystone"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
+	"github.com/quilt-grid/quilt/internal/metrics"
 )
 
 // s3Service is a running S3 endpoint.
@@ -28,7 +30,8 @@ type s3Service struct {
 	srv   *http.Server
 	url   string
 	admin gateway.AccessKey
-	tls   *s3.TLSSetup // nil: plain HTTP
+	tls   *s3.TLSSetup         // nil: plain HTTP
+	reg   *prometheus.Registry // the S3 requests' metrics (see s3.Instrument)
 }
 
 // tlsNote is what to print about the endpoint's certificate: the CA to
@@ -113,6 +116,8 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, tf s3TLS
 	}
 	svc := &s3Service{gw: gw, admin: admin, url: "http://" + ln.Addr().String(),
 		srv: s3.New(gw, s3.Options{Region: region, Logger: log}).HTTPServer(), tls: tlsSetup}
+	svc.reg = metrics.NewRegistry()
+	svc.srv.Handler = s3.Instrument(svc.srv.Handler, svc.reg)
 	if tlsSetup != nil {
 		host := ln.Addr().String()
 		if s3.Wildcard(addr) {
@@ -171,6 +176,8 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.StringVar(&sw.publicURL, "public-url", "", "Swift: base URL clients reach this gateway by, for the catalog (default: http://the --swift address)")
 	fs.DurationVar(&sw.ttl, "token-ttl", keystone.DefaultTTL, "Swift: how long a token lives")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
+	metricsAddr := fs.String("metrics", "", metricsHelp)
+	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -183,6 +190,14 @@ func runGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	defer svc.Close()
+	if *metricsAddr != "" {
+		ms, err := metrics.Listen(*metricsAddr, svc.reg)
+		if err != nil {
+			return err
+		}
+		defer ms.Close()
+		fmt.Fprintf(os.Stderr, "metrics: %s\n", ms.URL())
+	}
 	fmt.Fprintf(os.Stderr, "quilt gateway: S3 at %s\n%saccess key %s (admin; secret in %s)\ntry:  . %s; aws s3 ls\n",
 		svc.url, svc.tlsNote(), svc.admin.ID, filepath.Join(*dir, "admin.json"), filepath.Join(*dir, "s3.env"))
 	if sw.addr != "" {

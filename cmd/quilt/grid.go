@@ -15,6 +15,7 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/metrics"
 	"github.com/quilt-grid/quilt/internal/node"
 )
 
@@ -39,6 +40,8 @@ func runNode(ctx context.Context, args []string) error {
 	joinTimeout := fs.Duration("join-timeout", 2*time.Minute, "with --join: give up (exit 1) when no node of the invite has answered for this long; 0: keep trying for ever (every failure is logged)")
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
 	reconnect := fs.Duration("reconnect", 30*time.Second, "how often to try reaching members seen dead, and the old peers when none answered at start, so a healed partition or a restarted node rejoins")
+	metricsAddr := fs.String("metrics", "", metricsHelp)
+	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -66,7 +69,7 @@ func runNode(ctx context.Context, args []string) error {
 	defer release()
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
 		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel),
-		Reconnect: *reconnect}
+		Reconnect: *reconnect, Metrics: *metricsAddr}
 	if cfg.Gossip == "" {
 		cfg.Gossip, err = nextPort(*listen)
 		if err != nil {
@@ -97,6 +100,9 @@ func runNode(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "quilt node %s serving on %s (gossip %s)\ninvite: %s\n", n.ID(), n.Addr(), n.GossipAddr(), n.Invite())
+	if u := n.MetricsURL(); u != "" {
+		fmt.Fprintf(os.Stderr, "metrics: %s\n", u)
+	}
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "leaving the grid")
 	return n.Close()
@@ -135,6 +141,8 @@ func runUp(ctx context.Context, args []string) error {
 	s3tls.register(fs)
 	swiftAddr := fs.String("swift", "", "Swift endpoint of the grid's gateway, region RegionOne (default: host, port+2·nodes+1; \"off\": none)")
 	sftpAddr := fs.String("sftp", "", "SFTP address of the grid's gateway (default: host, port+2·nodes+2; \"off\": none; none without S3)")
+	metricsHost := fs.String("metrics", "127.0.0.1", upMetricsHelp)
+	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
 	}
@@ -181,6 +189,7 @@ func runUp(ctx context.Context, args []string) error {
 		if *zones > 0 {
 			cfg.Zone = fmt.Sprintf("zone-%d", i%*zones+1)
 		}
+		cfg.Metrics = upMetricsAddr(*metricsHost, *port, *nodes, i)
 		if i > 0 {
 			j := inv
 			cfg.Join = &j
@@ -222,7 +231,7 @@ func runUp(ctx context.Context, args []string) error {
 	if err := saveConfig(cfg); err != nil {
 		return fmt.Errorf("writing the client config: %w", err)
 	}
-	s3msg := ""
+	s3msg, gatewayMetrics := "", ""
 	if *s3addr != "off" {
 		addr := *s3addr
 		if addr == "" {
@@ -243,6 +252,14 @@ func runUp(ctx context.Context, args []string) error {
 			return fmt.Errorf("gateway: %w", err)
 		}
 		defer svc.Close()
+		if a := upMetricsAddr(*metricsHost, *port, *nodes, *nodes); a != "" {
+			ms, err := metrics.Listen(a, svc.reg)
+			if err != nil {
+				return fmt.Errorf("gateway: %w", err)
+			}
+			defer ms.Close()
+			gatewayMetrics = ms.URL()
+		}
 		env := filepath.Join(*dir, "gateway", "s3.env")
 		s3msg = fmt.Sprintf("S3:    %s  access key %s  secret %s\n       . %s; aws s3 mb s3://photos; aws s3 cp FILE s3://photos/\n",
 			svc.url, svc.admin.ID, svc.admin.Secret, env)
@@ -281,8 +298,8 @@ try:  quilt nodes
       quilt put FILE          # prints a capability
       quilt get CAP -o COPY
       quilt cfs bootstrap NAME  # a configuration filesystem
-%sstop with Ctrl-C
-`, *nodes, *dir, inv, invitePath, configPath(), s3msg)
+%s%sstop with Ctrl-C
+`, *nodes, *dir, inv, invitePath, configPath(), s3msg, upMetricsMessage(*dir, started, gatewayMetrics))
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "\nstopping the grid")
 	return nil

@@ -21,8 +21,16 @@ import (
 	"github.com/quilt-grid/quilt/internal/object"
 )
 
-// version is the version of this build of quilt.
-var version = "0.1.0-dev"
+// version is the version of this build of quilt: set it with
+// -ldflags "-X main.version=v1.2.3"; left empty, it comes from the build
+// information (buildVersion).
+var version = ""
+
+func init() {
+	if version == "" {
+		version = buildVersion()
+	}
+}
 
 // command is one `quilt` subcommand.
 type command struct {
@@ -45,7 +53,8 @@ var commands = map[string]command{
 	"swift":   {"manage Swift projects, users and endpoints", runSwift},
 	"sftp":    {"serve the buckets' file trees over SFTP (sftp, scp, sshfs)", runSFTP},
 	"lab":     {"run the papers' experiments on an emulated network", runLab},
-	"version": {"print the version", func(context.Context, []string) error { fmt.Println("quilt", version); return nil }},
+	"status":  {"say whether the grid is healthy: nodes by state and zone, space", runStatus},
+	"version": {"print the version and the commit it was built from", runVersion},
 }
 
 func usage() {
@@ -80,6 +89,10 @@ func main() {
 		if len(os.Args) < 2 {
 			os.Exit(2)
 		}
+		return
+	}
+	if os.Args[1] == "--version" || os.Args[1] == "-version" {
+		fmt.Println(versionLine())
 		return
 	}
 	cmd, ok := commands[os.Args[1]]

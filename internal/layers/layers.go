@@ -77,6 +77,9 @@ var packages = map[string]Layer{
 	// clock is the injectable time source of timer-driven behaviour; it
 	// imports nothing of Quilt.
 	"internal/clock": Identity,
+	// metrics serves a process's Prometheus registry; it imports nothing
+	// of Quilt, and nodes and gateways define their metrics on it.
+	"internal/metrics": Identity,
 
 	"internal/member": Membership,
 

@@ -28,9 +28,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quilt-grid/quilt/internal/atomicfile"
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/metrics"
 	"github.com/quilt-grid/quilt/internal/sharestore"
 )
 
@@ -86,6 +88,11 @@ type Config struct {
 	// returns serves the API paths the node does not (a higher layer's,
 	// such as /v1/ns/).
 	Mount func(n *Node) http.Handler
+	// Metrics, if set, is a host:port where the node serves its
+	// Prometheus metrics at /metrics over plain HTTP (port 0 picks
+	// one): its API wants the grid's client certificates, which a
+	// monitoring system does not have.
+	Metrics string
 }
 
 // Node is a running storage node.
@@ -110,6 +117,10 @@ type Node struct {
 	dirty   chan struct{}
 	closeMu sync.Mutex
 	closed  bool
+
+	reg        *prometheus.Registry
+	metrics    *nodeMetrics
+	metricsSrv *metrics.Server // nil unless Config.Metrics
 }
 
 // Start starts a node: opens its store, listens, starts gossip and joins
@@ -168,6 +179,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.peers = &http.Client{Transport: id.NewTransport(n.resolve, cfg.Dial)}
+	n.reg = metrics.NewRegistry()
+	n.metrics = n.newMetrics(n.reg)
+	if cfg.Metrics != "" {
+		if n.metricsSrv, err = metrics.Listen(cfg.Metrics, n.reg); err != nil {
+			n.members.Shutdown()
+			n.ln.Close()
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
 	handler := n.handler(nil)
 	if cfg.Mount != nil {
 		handler = n.handler(cfg.Mount(n))
@@ -457,7 +477,28 @@ func (n *Node) Close() error {
 	defer cancel()
 	err := n.srv.Shutdown(ctx)
 	n.wg.Wait()
+	n.closeMetrics()
 	return err
+}
+
+// closeMetrics stops serving /metrics, if the node does.
+func (n *Node) closeMetrics() {
+	if n.metricsSrv != nil {
+		n.metricsSrv.Close()
+	}
+}
+
+// Registry returns the registry of the node's Prometheus metrics, for a
+// higher layer to add its own (or a test to gather them).
+func (n *Node) Registry() *prometheus.Registry { return n.reg }
+
+// MetricsURL returns the address of the node's /metrics page, or "" when
+// it serves none (Config.Metrics).
+func (n *Node) MetricsURL() string {
+	if n.metricsSrv == nil {
+		return ""
+	}
+	return n.metricsSrv.URL()
 }
 
 // Kill stops the node at once, as a crash or a pulled cable would: open
@@ -470,6 +511,7 @@ func (n *Node) Kill() {
 	n.srv.Close()
 	n.ln.Close()
 	n.wg.Wait()
+	n.closeMetrics()
 }
 
 func (n *Node) markClosed() bool {

@@ -87,7 +87,23 @@ func (n *Node) logRequests(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		var body *countingBody
+		op := requestOp(r)
+		if r.Body != nil && r.Body != http.NoBody {
+			// The handler reads a copy of the request, so that the
+			// server's own still holds its body: the server checks its
+			// type to decide what to do with a body the handler left
+			// unread (a stalled share upload must not be waited for).
+			body = &countingBody{ReadCloser: r.Body}
+			r = r.WithContext(r.Context())
+			r.Body = body
+		}
 		h.ServeHTTP(sw, r)
+		in := int64(0)
+		if body != nil {
+			in = body.n
+		}
+		n.metrics.observe(op, sw.status, in, sw.bytes, time.Since(start))
 		peer := ""
 		if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
 			if id, err := identity.PeerID(identity.ConnState(c)); err == nil {
@@ -95,7 +111,7 @@ func (n *Node) logRequests(h http.Handler) http.Handler {
 			}
 		}
 		n.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
-			"in", r.ContentLength, "out", sw.bytes, "peer", peer, "ms", time.Since(start).Milliseconds())
+			"in", in, "out", sw.bytes, "peer", peer, "ms", time.Since(start).Milliseconds())
 	})
 }
 
