@@ -30,8 +30,10 @@ run: build
 
 ## test: vet, then every test (unit, property, conformance, 10-node
 ## in-process grid, real processes); the race detector on the core packages;
-## every fuzz target for $(FUZZTIME) (see docs/testing.md); then real S3
-## clients (awscli, boto3, rclone) against quilt up
+## every fuzz target for $(FUZZTIME) (see docs/testing.md); then real
+## clients against quilt up: S3 (awscli, boto3, rclone, headless
+## Chromium), Swift (swift CLI, swiftclient, swift-bench) and SFTP (sftp,
+## scp, sshfs)
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
@@ -39,6 +41,8 @@ test:
 	$(GO) test -count=1 -race -short -timeout 10m ./internal/dag/ ./internal/namespace/ ./internal/nsclient/ ./internal/tree/... ./internal/linkemu/ ./internal/lab/...
 	for t in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
 	./test/s3-clients.sh
+	./test/swift-clients.sh
+	./test/sftp-clients.sh
 
 ## bench: codec micro-benchmarks (one core), then quilt bench on a fresh grid
 bench: build
