@@ -316,7 +316,7 @@ func TestTreeRenameMovesNoBytes(t *testing.T) {
 // made with batches, the timer covers the rename only.
 func BenchmarkTreeRenameDir(b *testing.B) {
 	const files = 10000
-	g := testgrid.New(b, testgrid.Options{Nodes: 5})
+	g, counts := countingGrid(b, 5)
 	gw := openTreeGateway(b, g, 64)
 	ctx := context.Background()
 	if err := gw.CreateBucket(ctx, "bench", ""); err != nil {
@@ -340,6 +340,7 @@ func BenchmarkTreeRenameDir(b *testing.B) {
 		}
 	}
 	var renamed atomic.Int64
+	in0, out0 := sumBytes(counts)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := tr.Rename(ctx, fmt.Sprintf("d%d", i), fmt.Sprintf("d%d", i+1), tree.RenameOptions{}); err != nil {
@@ -349,6 +350,13 @@ func BenchmarkTreeRenameDir(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(renamed.Load())/b.Elapsed().Seconds(), "files/s")
+	// The 10,000 names share one grid object: a rename that copied data
+	// would make the nodes take in or give out its shares.
+	in, out := sumBytes(counts)
+	b.ReportMetric(float64(in-in0+out-out0), "share-bytes-moved")
+	if in != in0 || out != out0 {
+		b.Fatalf("renaming %d files moved share bytes: %d in, %d out", files, in-in0, out-out0)
+	}
 	if l, err := gw.List(ctx, "bench", fmt.Sprintf("d%d/", b.N), "", "", 1); err != nil || len(l.Objects) == 0 {
 		b.Fatalf("renamed directory empty: %v", err)
 	}
