@@ -82,6 +82,14 @@ type Config struct {
 	// connection; default 10 s. IdleTimeout is how long an idle
 	// connection is kept; default 2 min.
 	HeaderTimeout, IdleTimeout time.Duration
+	// LeaseSweep is how often the node deletes the shares whose leases
+	// have all expired (see sharestore.Store.Expire); default 1 h,
+	// negative: never. LeaseGrace is how long after its expiry a lease
+	// still counts, so a renewal a little late still saves its share;
+	// default 24 h, negative: none. Now is the clock leases are given
+	// and swept by; default time.Now (tests move it).
+	LeaseSweep, LeaseGrace time.Duration
+	Now                    func() time.Time
 	// Mount, if set, is called once the node is up; the handler it
 	// returns serves the API paths the node does not (a higher layer's,
 	// such as /v1/ns/).
@@ -207,8 +215,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Kill()
 		return nil, err
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.background()
+	go n.sweepLeases()
 	n.log.Info("node up", "id", id.ID, "addr", n.addr, "gossip", n.members.Addr(), "zone", cfg.Zone)
 	return n, nil
 }

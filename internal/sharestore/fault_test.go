@@ -293,7 +293,7 @@ func TestDiskCrashAtEveryStep(t *testing.T) {
 				was := state[a.s.key]
 				if a.del {
 					delete(state, a.s.key)
-					err = d.Delete(context.Background(), a.s.key, []byte("s"))
+					_, err = d.Delete(context.Background(), a.s.key, []byte("s"))
 				} else {
 					if !was {
 						delete(state, a.s.key)
@@ -369,7 +369,7 @@ func TestDiskDeleteFaults(t *testing.T) {
 					return nil
 				}
 				ffs.mu.Unlock()
-				err = d.Delete(context.Background(), shares[0].key, []byte("s"))
+				_, err = d.Delete(context.Background(), shares[0].key, []byte("s"))
 				ffs.mu.Lock()
 				ffs.inject = nil
 				ffs.mu.Unlock()
@@ -390,7 +390,7 @@ func TestDiskDeleteFaults(t *testing.T) {
 				if u := d.Usage(); u.Used != want {
 					t.Fatalf("%d bytes used after the failed Delete, want %d", u.Used, want)
 				}
-				if err := d.Delete(context.Background(), shares[1].key, []byte("s")); err != nil {
+				if _, err := d.Delete(context.Background(), shares[1].key, []byte("s")); err != nil {
 					t.Fatal(err)
 				}
 				if err := shares[2].put(d); err != nil {

@@ -1,0 +1,118 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/node"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+)
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// A share PUT with a term gets a lease that ends that long after the
+// node's clock; a renewal with the renew secret extends it and a wrong
+// secret renews and cancels nothing; the sweep deletes a share once its
+// lease has been expired for the grace period; a cancel with the cancel
+// secret deletes the share at once.
+func TestLeasesRenewCancelSweep(t *testing.T) {
+	ctx := context.Background()
+	clock := &fakeClock{t: time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)}
+	n, c := startNode(t, node.Config{LeaseSweep: -1, LeaseGrace: time.Hour, Now: clock.Now})
+	id := string(n.ID())
+	enc := func() (sharestore.Key, []byte) {
+		rc, shares, err := codec.EncodeAll(codec.Params{K: 1, N: 2, SegmentSize: 1000}, codec.NewKey(), bytes.Repeat([]byte("l"), 3000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sharestore.Key{SI: rc.Key.StorageIndex(), Share: 0}, shares[0]
+	}
+	lease := sharestore.Lease{
+		ID:      sharestore.SecretHash([]byte("renew")),
+		Cancel:  sharestore.SecretHash([]byte("cancel")),
+		Expires: time.Now().Add(10 * 24 * time.Hour),
+	}
+	k1, s1 := enc()
+	k2, s2 := enc()
+	for _, p := range []struct {
+		k sharestore.Key
+		b []byte
+	}{{k1, s1}, {k2, s2}} {
+		if _, err := c.PutShare(ctx, id, p.k, bytes.NewReader(p.b), int64(len(p.b)), lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := n.Store().Leases(ctx, k1)
+	if err != nil || len(ls) != 1 || ls[0].Cancel != lease.Cancel {
+		t.Fatalf("leases after PUT: %+v, %v", ls, err)
+	}
+	if d := ls[0].Expires.Sub(clock.Now()); d < 10*24*time.Hour-time.Minute || d > 10*24*time.Hour+time.Minute {
+		t.Fatalf("lease runs %v from the node's clock, want 10 days", d)
+	}
+	// Strangers' secrets, and each secret in the other's place, do nothing.
+	for _, wrong := range []string{"guess", "cancel"} {
+		if _, err := c.RenewLeases(ctx, id, k1.SI, []byte(wrong), 100*24*time.Hour); !errors.Is(err, sharestore.ErrForbidden) {
+			t.Fatalf("renew with %q: %v, want forbidden", wrong, err)
+		}
+	}
+	for _, wrong := range []string{"guess", "renew"} {
+		if _, err := c.CancelLeases(ctx, id, k1.SI, []byte(wrong)); !errors.Is(err, sharestore.ErrForbidden) {
+			t.Fatalf("cancel with %q: %v, want forbidden", wrong, err)
+		}
+	}
+	if _, err := c.RenewLeases(ctx, id, [16]byte{1}, []byte("renew"), time.Hour); !errors.Is(err, sharestore.ErrNotFound) {
+		t.Fatalf("renew of an object not here: %v", err)
+	}
+	// Renew k2's lease to 30 days; 11 days on, k1's has expired, but
+	// within the grace.
+	if res, err := c.RenewLeases(ctx, id, k2.SI, []byte("renew"), 30*24*time.Hour); err != nil || res.Shares != 1 {
+		t.Fatalf("renew: %+v, %v", res, err)
+	}
+	used := n.Store().Usage().Used
+	clock.Add(10*24*time.Hour + 30*time.Minute)
+	if sw, err := n.SweepLeases(ctx); err != nil || sw.Shares != 0 {
+		t.Fatalf("sweep within the grace: %+v, %v", sw, err)
+	}
+	clock.Add(time.Hour)
+	sw, err := n.SweepLeases(ctx)
+	if err != nil || sw.Shares != 1 || sw.Bytes != int64(len(s1)) {
+		t.Fatalf("sweep after the grace: %+v, %v", sw, err)
+	}
+	if _, err := n.Store().Open(ctx, k1); !errors.Is(err, sharestore.ErrNotFound) {
+		t.Fatalf("expired share: %v", err)
+	}
+	if u := n.Store().Usage().Used; u != used-int64(len(s1)) {
+		t.Fatalf("%d bytes used after the sweep, want %d", u, used-int64(len(s1)))
+	}
+	if _, err := n.Store().Open(ctx, k2); err != nil {
+		t.Fatalf("renewed share: %v", err)
+	}
+	res, err := c.CancelLeases(ctx, id, k2.SI, []byte("cancel"))
+	if err != nil || res.Shares != 1 || res.Removed != 1 {
+		t.Fatalf("cancel: %+v, %v", res, err)
+	}
+	if n.Store().Usage().Used != 0 {
+		t.Fatalf("%d bytes used once every share is gone", n.Store().Usage().Used)
+	}
+}
