@@ -133,11 +133,18 @@ func (n *Node) forShares(w http.ResponseWriter, r *http.Request, fn func(sharest
 }
 
 // renewShares renews, on every share of an object held here, the lease
-// the renew secret opens, to the term asked from now.
+// the renew secret opens, to the term asked from now. With a cancel hash
+// (X-Quilt-Cancel) it adds the lease where there is none of the renew
+// secret's (Tahoe-LAFS's add-lease).
 func (n *Node) renewShares(w http.ResponseWriter, r *http.Request) {
 	term, ok, err := leaseTerm(r)
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: a renewal needs %s", ErrBadRequest, hdrTerm)
+	}
+	var cancel [32]byte
+	add := r.Header.Get(hdrCancel) != ""
+	if err == nil && add {
+		cancel, err = hash32(r.Header.Get(hdrCancel), hdrCancel)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -145,6 +152,9 @@ func (n *Node) renewShares(w http.ResponseWriter, r *http.Request) {
 	}
 	expires := n.now().Add(term)
 	n.forShares(w, r, func(k sharestore.Key, secret []byte) (bool, error) {
+		if add {
+			return false, n.store.AddLease(r.Context(), k, sharestore.Lease{ID: sharestore.SecretHash(secret), Cancel: cancel, Expires: expires})
+		}
 		return false, n.store.Renew(r.Context(), k, secret, expires)
 	})
 }
@@ -221,9 +231,15 @@ func termSeconds(d time.Duration) string {
 }
 
 // RenewLeases renews, on every share of the object si that node holds,
-// the lease that the renew secret opens, to term from now.
-func (c *Client) RenewLeases(ctx context.Context, node string, si [16]byte, secret []byte, term time.Duration) (LeaseResult, error) {
-	return c.leaseCall(ctx, node, si, "renew", map[string]string{hdrSecret: hex.EncodeToString(secret), hdrTerm: termSeconds(term)})
+// the lease that the renew secret opens, to term from now. With cancel
+// (the hash of a cancel secret, non-nil) a share with no lease of the
+// renew secret's is given one, cancelled by that secret.
+func (c *Client) RenewLeases(ctx context.Context, node string, si [16]byte, secret []byte, cancel *[32]byte, term time.Duration) (LeaseResult, error) {
+	hdr := map[string]string{hdrSecret: hex.EncodeToString(secret), hdrTerm: termSeconds(term)}
+	if cancel != nil {
+		hdr[hdrCancel] = hex.EncodeToString(cancel[:])
+	}
+	return c.leaseCall(ctx, node, si, "renew", hdr)
 }
 
 // CancelLeases cancels, on every share of the object si that node holds,

@@ -72,7 +72,7 @@ func TestLeasesRenewCancelSweep(t *testing.T) {
 	}
 	// Strangers' secrets, and each secret in the other's place, do nothing.
 	for _, wrong := range []string{"guess", "cancel"} {
-		if _, err := c.RenewLeases(ctx, id, k1.SI, []byte(wrong), 100*24*time.Hour); !errors.Is(err, sharestore.ErrForbidden) {
+		if _, err := c.RenewLeases(ctx, id, k1.SI, []byte(wrong), nil, 100*24*time.Hour); !errors.Is(err, sharestore.ErrForbidden) {
 			t.Fatalf("renew with %q: %v, want forbidden", wrong, err)
 		}
 	}
@@ -81,12 +81,12 @@ func TestLeasesRenewCancelSweep(t *testing.T) {
 			t.Fatalf("cancel with %q: %v, want forbidden", wrong, err)
 		}
 	}
-	if _, err := c.RenewLeases(ctx, id, [16]byte{1}, []byte("renew"), time.Hour); !errors.Is(err, sharestore.ErrNotFound) {
+	if _, err := c.RenewLeases(ctx, id, [16]byte{1}, []byte("renew"), nil, time.Hour); !errors.Is(err, sharestore.ErrNotFound) {
 		t.Fatalf("renew of an object not here: %v", err)
 	}
 	// Renew k2's lease to 30 days; 11 days on, k1's has expired, but
 	// within the grace.
-	if res, err := c.RenewLeases(ctx, id, k2.SI, []byte("renew"), 30*24*time.Hour); err != nil || res.Shares != 1 {
+	if res, err := c.RenewLeases(ctx, id, k2.SI, []byte("renew"), nil, 30*24*time.Hour); err != nil || res.Shares != 1 {
 		t.Fatalf("renew: %+v, %v", res, err)
 	}
 	used := n.Store().Usage().Used
@@ -108,9 +108,19 @@ func TestLeasesRenewCancelSweep(t *testing.T) {
 	if _, err := n.Store().Open(ctx, k2); err != nil {
 		t.Fatalf("renewed share: %v", err)
 	}
+	// A second party adds a lease of its own: the owner's cancel then
+	// leaves the share to it, and its cancel deletes it.
+	other := sharestore.SecretHash([]byte("other cancel"))
+	if res, err := c.RenewLeases(ctx, id, k2.SI, []byte("other renew"), &other, time.Hour); err != nil || res.Shares != 1 {
+		t.Fatalf("add-lease: %+v, %v", res, err)
+	}
 	res, err := c.CancelLeases(ctx, id, k2.SI, []byte("cancel"))
+	if err != nil || res.Shares != 1 || res.Removed != 0 {
+		t.Fatalf("owner's cancel with another lease left: %+v, %v", res, err)
+	}
+	res, err = c.CancelLeases(ctx, id, k2.SI, []byte("other cancel"))
 	if err != nil || res.Shares != 1 || res.Removed != 1 {
-		t.Fatalf("cancel: %+v, %v", res, err)
+		t.Fatalf("cancel of the last lease: %+v, %v", res, err)
 	}
 	if n.Store().Usage().Used != 0 {
 		t.Fatalf("%d bytes used once every share is gone", n.Store().Usage().Used)

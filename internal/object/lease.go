@@ -28,8 +28,9 @@ var ErrNoLease = errors.New("object: no share of the object has a lease of this 
 type LeaseGrid interface {
 	Grid
 	// RenewLeases renews, on every share of si a node holds, the lease
-	// that the renew secret opens, to term from now.
-	RenewLeases(ctx context.Context, node string, si sharefile.SI, secret []byte, term time.Duration) (node.LeaseResult, error)
+	// that the renew secret opens, to term from now; a share without one
+	// is given one, cancelled by the secret whose hash is cancel.
+	RenewLeases(ctx context.Context, node string, si sharefile.SI, secret []byte, cancel [32]byte, term time.Duration) (node.LeaseResult, error)
 	// CancelLeases cancels, on every share of si a node holds, the lease
 	// that the cancel secret opens; the node deletes a share left with
 	// none.
@@ -47,7 +48,10 @@ func RenewSecret(cancel []byte) []byte {
 	return h.Sum(nil)
 }
 
-// leaseTerm is the term of the leases this client gives its shares.
+// LeaseTerm is the term of the leases this client gives shares
+// (Options.LeaseTerm, or the default).
+func (c *Client) LeaseTerm() time.Duration { return c.leaseTerm() }
+
 func (c *Client) leaseTerm() time.Duration {
 	if c.opt.LeaseTerm > 0 {
 		return c.opt.LeaseTerm
@@ -78,15 +82,17 @@ type LeaseReport struct {
 }
 
 // Renew renews this client's lease on every share of the object si held
-// by the live nodes, to the client's lease term from now. It fails with
-// ErrNoLease if no share was renewed.
+// by the live nodes, to the client's lease term from now; a share that
+// has no lease of this client's (another client uploaded it) is given
+// one. It fails with ErrNoLease if no live node holds a share of it.
 func (c *Client) Renew(ctx context.Context, si sharefile.SI) (LeaseReport, error) {
 	if err := c.needLease(); err != nil {
 		return LeaseReport{}, err
 	}
-	secret, term := RenewSecret(c.opt.LeaseSecret(si)), c.leaseTerm()
+	cancel := c.opt.LeaseSecret(si)
+	secret, term := RenewSecret(cancel), c.leaseTerm()
 	return c.eachNode(ctx, si, func(g LeaseGrid, n string) (node.LeaseResult, error) {
-		return g.RenewLeases(ctx, n, si, secret, term)
+		return g.RenewLeases(ctx, n, si, secret, sharestore.SecretHash(cancel), term)
 	})
 }
 
@@ -154,8 +160,8 @@ func (c *Client) eachNode(ctx context.Context, si sharefile.SI, fn func(LeaseGri
 }
 
 // RenewLeases implements LeaseGrid.
-func (g NodeGrid) RenewLeases(ctx context.Context, n string, si sharefile.SI, secret []byte, term time.Duration) (node.LeaseResult, error) {
-	return g.Client.RenewLeases(ctx, n, si, secret, term)
+func (g NodeGrid) RenewLeases(ctx context.Context, n string, si sharefile.SI, secret []byte, cancel [32]byte, term time.Duration) (node.LeaseResult, error) {
+	return g.Client.RenewLeases(ctx, n, si, secret, &cancel, term)
 }
 
 // CancelLeases implements LeaseGrid.

@@ -874,6 +874,17 @@ func (d *Disk) Renew(ctx context.Context, key Key, secret []byte, expires time.T
 	return d.writeLeases(key, out)
 }
 
+// AddLease implements Store.
+func (d *Disk) AddLease(ctx context.Context, key Key, lease Lease) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, leases, err := d.readLeases(key)
+	if err != nil {
+		return err
+	}
+	return d.putLeases(key, leases, lease)
+}
+
 // Leases implements Store.
 func (d *Disk) Leases(ctx context.Context, key Key) ([]Lease, error) {
 	d.mu.Lock()

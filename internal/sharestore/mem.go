@@ -169,6 +169,22 @@ func (m *Mem) Renew(ctx context.Context, key Key, secret []byte, expires time.Ti
 	return nil
 }
 
+// AddLease implements Store.
+func (m *Mem) AddLease(ctx context.Context, key Key, lease Lease) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.shares[key]
+	if !ok {
+		return ErrNotFound
+	}
+	leases, err := addLease(s.leases, lease)
+	if err != nil {
+		return err
+	}
+	s.leases = leases
+	return nil
+}
+
 // Leases implements Store.
 func (m *Mem) Leases(ctx context.Context, key Key) ([]Lease, error) {
 	m.mu.Lock()

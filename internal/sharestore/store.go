@@ -228,6 +228,12 @@ type Store interface {
 	// a share with a lease that never expires needs no renewal, and
 	// renewing it succeeds).
 	Renew(ctx context.Context, key Key, secret []byte, expires time.Time) error
+	// AddLease gives a stored share lease, or, if it has a lease of the
+	// same ID, moves that lease's expiry to lease's if later (as Tahoe-LAFS's
+	// add-lease): how a second party that keeps an object (another
+	// gateway of the same buckets) takes a lease of its own on shares it
+	// did not upload.
+	AddLease(ctx context.Context, key Key, lease Lease) error
 	// Leases returns a share's leases.
 	Leases(ctx context.Context, key Key) ([]Lease, error)
 	// Expire removes every lease that expired before the time given, and

@@ -508,6 +508,22 @@ func runLeases(t *testing.T, newStore Factory) {
 		}
 		a.Expires = t0.Add(3 * hour)
 		mustLeases(t, s, k, a, b)
+		// AddLease adds a third party's lease without the share's bytes,
+		// and renews (never shortens) one of the same ID.
+		c := lease("c", t0.Add(hour))
+		if err := s.AddLease(ctx, k, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddLease(ctx, k, lease("a", t0)); err != nil {
+			t.Fatal(err)
+		}
+		mustLeases(t, s, k, a, b, c)
+		if err := s.AddLease(ctx, key(rc, 2), c); !errors.Is(err, sharestore.ErrNotFound) {
+			t.Fatalf("AddLease to a missing share: %v", err)
+		}
+		if removed, err := s.Delete(ctx, k, []byte("cancel c")); err != nil || removed {
+			t.Fatalf("cancel of the added lease: %v, %v", removed, err)
+		}
 		if err := s.Renew(ctx, key(rc, 2), []byte("renew a"), t0); !errors.Is(err, sharestore.ErrNotFound) {
 			t.Fatalf("renew of a missing share: %v", err)
 		}
