@@ -311,6 +311,7 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 	p, _ := keyPath(key)
 	rec := encodeRecord(info, nil)
 	var entry dag.Hash
+	old := g.capsAt(b, p)
 	if err := g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
 		entry = e.Hash()
@@ -319,15 +320,38 @@ func (g *Gateway) CompleteUpload(ctx context.Context, bucketName, key, id string
 		return ObjectInfo{}, err
 	}
 	info.Key, info.Version = key, entry
-	return info, g.dropUpload(ctx, id)
+	if err := g.dropUpload(ctx, id); err != nil {
+		return info, err
+	}
+	// The overwritten version's grid objects, and the parts uploaded
+	// but not listed, are referenced no more (leases.go).
+	for _, sp := range stored {
+		old = append(old, sp.Cap)
+	}
+	g.retire(b, old)
+	return info, nil
 }
 
-// AbortUpload forgets an upload and its parts.
+// AbortUpload forgets an upload and its parts; the parts' leases are
+// cancelled (leases.go).
 func (g *Gateway) AbortUpload(ctx context.Context, bucketName, key, id string) error {
-	if _, _, err := g.upload(ctx, bucketName, key, id); err != nil {
+	_, b, err := g.upload(ctx, bucketName, key, id)
+	if err != nil {
 		return err
 	}
-	return g.dropUpload(ctx, id)
+	parts, err := g.parts(id)
+	if err != nil {
+		return err
+	}
+	if err := g.dropUpload(ctx, id); err != nil {
+		return err
+	}
+	var caps []string
+	for _, p := range parts {
+		caps = append(caps, p.Cap)
+	}
+	g.retire(b, caps)
+	return nil
 }
 
 func (g *Gateway) dropUpload(ctx context.Context, id string) error {

@@ -142,11 +142,15 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	// record instead of six, 27 bbolt pages written instead of ~60).
 	rec := encodeRecord(info, inline)
 	var entry dag.Hash
+	old := g.capsAt(b, p) // the overwritten version's grid objects (leases.go)
 	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
 		entry = e.Hash()
 		return e, blocks
 	})
+	if err == nil {
+		g.retire(b, old)
+	}
 	info.Key, info.Version = key, entry
 	return info, err
 }
@@ -320,9 +324,14 @@ func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
 	if _, err := g.db.Stat(b.ns, p); errors.Is(err, namespace.ErrNotFound) {
 		return nil
 	}
-	return g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+	old := g.capsAt(b, p) // the deleted version's grid objects (leases.go)
+	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		return w.Entry(dag.Delete, a, h, n, nil), nil
 	})
+	if err == nil {
+		g.retire(b, old)
+	}
+	return err
 }
 
 // Listing is one page of a bucket's keys.
