@@ -312,6 +312,7 @@ type chaosGateway struct {
 	endpoint string // from DIR/s3.env
 	key      string
 	secret   string
+	extra    []string // more flags of quilt gateway
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -321,7 +322,7 @@ func (gw *chaosGateway) start(t *testing.T) {
 	t.Helper()
 	env := filepath.Join(gw.dir, "s3.env")
 	os.Remove(env)
-	cmd := gw.g.command("gateway", "--s3", gw.addr, "--dir", gw.dir, "--log", "warn", "--stall", "3s")
+	cmd := gw.g.command(append([]string{"gateway", "--s3", gw.addr, "--dir", gw.dir, "--log", "warn", "--stall", "3s"}, gw.extra...)...)
 	logPath := gw.dir + ".log"
 	log, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {

@@ -68,7 +68,10 @@ type testGrid struct {
 }
 
 // startTestGrid starts n nodes and waits until the first sees them all.
-func startTestGrid(t *testing.T, n int) *testGrid {
+func startTestGrid(t *testing.T, n int) *testGrid { return startTestGridArgs(t, n) }
+
+// startTestGridArgs is startTestGrid with extra flags for every node.
+func startTestGridArgs(t *testing.T, n int, extra ...string) *testGrid {
 	g := &testGrid{t: t, bin: buildQuilt(t), base: t.TempDir()}
 	g.env = append(os.Environ(), "QUILT_HOME="+filepath.Join(g.base, "home"), "QUILT_GRID=")
 	t.Cleanup(func() {
@@ -82,7 +85,7 @@ func startTestGrid(t *testing.T, n int) *testGrid {
 	var inv identity.Invite
 	for i := range n {
 		dir := filepath.Join(g.base, fmt.Sprintf("node%d", i))
-		args := []string{"node", "--data", dir, "--listen", "127.0.0.1:0", "--log", "warn", "--cpus", "1"}
+		args := append([]string{"node", "--data", dir, "--listen", "127.0.0.1:0", "--log", "warn", "--cpus", "1"}, extra...)
 		if i > 0 {
 			args = append(args, "--join", inv.String())
 		}

@@ -58,8 +58,10 @@ func leaseCommand(ctx context.Context, fs *flag.FlagSet, g *gridFlags, args []st
 		fs.Usage()
 		return errUsage
 	}
-	if err := g.checkLease(); err != nil {
-		return err
+	if fs.Lookup("lease") != nil {
+		if err := g.checkLease(); err != nil {
+			return err
+		}
 	}
 	var caps []codec.VerifyCap
 	for _, a := range fs.Args() {
