@@ -109,6 +109,10 @@ func (n *Node) forShares(w http.ResponseWriter, r *http.Request, fn func(sharest
 		case errors.Is(err, sharestore.ErrForbidden):
 			forbidden++
 		case errors.Is(err, sharestore.ErrNotFound):
+		case errors.Is(err, sharestore.ErrCorrupt):
+			// A share whose record or lease file is damaged keeps its
+			// leases as they were; the others are still served.
+			n.log.Warn("lease change on a damaged share", "share", i.Key.String(), "err", err)
 		case err != nil:
 			writeError(w, err)
 			return
