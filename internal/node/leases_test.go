@@ -3,14 +3,22 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/sharestore"
+	"github.com/quilt-grid/quilt/internal/testgrid"
 )
 
 // fakeClock is a clock a test moves by hand.
@@ -124,5 +132,71 @@ func TestLeasesRenewCancelSweep(t *testing.T) {
 	}
 	if n.Store().Usage().Used != 0 {
 		t.Fatalf("%d bytes used once every share is gone", n.Store().Usage().Used)
+	}
+}
+
+// Lease headers that make no sense get 400 with a reason, and nothing is
+// stored or changed.
+func TestLeaseHeadersNonsense(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 1})
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	member, _ := identity.New(key, g.Invite.Secret)
+	hc := &http.Client{Transport: member.NewTransport(nil, nil)}
+	rc, shares, err := codec.EncodeAll(codec.Params{K: 1, N: 2, SegmentSize: 1000}, codec.NewKey(), bytes.Repeat([]byte("n"), 3000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := fmt.Sprintf("%x", rc.Key.StorageIndex())
+	base := "https://" + g.Nodes[0].Addr() + "/v1/shares/" + si
+	id := strings.Repeat("ab", 32)
+	do := func(method, path string, body []byte, hdr map[string]string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, hdr := range []map[string]string{
+		{"X-Quilt-Lease": id, "X-Quilt-Lease-Seconds": "-5"},
+		{"X-Quilt-Lease": id, "X-Quilt-Lease-Seconds": "soon"},
+		{"X-Quilt-Lease": id, "X-Quilt-Lease-Seconds": "0"},
+		{"X-Quilt-Lease": id, "X-Quilt-Lease-Seconds": "99999999999999"},
+		{"X-Quilt-Lease": id, "X-Quilt-Cancel": "abc"},
+		{"X-Quilt-Lease": "zz"},
+	} {
+		if code, body := do("PUT", "/0", shares[0], hdr); code != 400 || !strings.Contains(body, "bad_request") {
+			t.Errorf("PUT with %v: %d %s", hdr, code, body)
+		}
+	}
+	if u := g.Nodes[0].Store().Usage(); u.Shares != 0 {
+		t.Fatalf("%d shares stored by nonsense", u.Shares)
+	}
+	if code, body := do("PUT", "/0", shares[0], map[string]string{"X-Quilt-Lease": id, "X-Quilt-Lease-Seconds": "60"}); code != 201 {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	for _, c := range []struct {
+		path string
+		hdr  map[string]string
+	}{
+		{"/renew", map[string]string{"X-Quilt-Secret": "00"}},                                                       // no term
+		{"/renew", map[string]string{"X-Quilt-Secret": "00", "X-Quilt-Lease-Seconds": "x"}},                         // bad term
+		{"/renew", map[string]string{"X-Quilt-Lease-Seconds": "60"}},                                                // no secret
+		{"/renew", map[string]string{"X-Quilt-Secret": "00", "X-Quilt-Lease-Seconds": "60", "X-Quilt-Cancel": "0"}}, // bad cancel hash
+		{"/cancel", map[string]string{"X-Quilt-Secret": "not hex"}},
+	} {
+		if code, body := do("POST", c.path, nil, c.hdr); code != 400 || !strings.Contains(body, "bad_request") {
+			t.Errorf("POST %s with %v: %d %s", c.path, c.hdr, code, body)
+		}
+	}
+	ls, err := g.Nodes[0].Store().Leases(context.Background(), sharestore.Key{SI: rc.Key.StorageIndex(), Share: 0})
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("leases after nonsense: %+v, %v", ls, err)
 	}
 }
