@@ -1,7 +1,9 @@
 // Package node runs a Quilt storage node: one share store on local disk,
 // a member of the grid's gossip, and an HTTPS API (mutual TLS 1.3 with
 // certificates of the grid) through which gateways and clients put, read,
-// list, delete and scrub shares. Client talks to that API.
+// list and scrub shares and renew and cancel their leases; the node
+// deletes the shares whose leases have all expired. Client talks to that
+// API.
 //
 // A node's data directory holds everything it needs to restart:
 //

@@ -1,6 +1,8 @@
 // Package sharestore keeps one node's shares: put, read byte ranges, list,
-// delete with the uploader's secret, enforce a capacity, and check shares
-// against their hash trees (scrub) without any key.
+// keep each share's leases (add, renew and cancel them with their
+// holders' secrets, and delete a share once no lease is left or all have
+// expired), enforce a capacity, and check shares against their hash trees
+// (scrub) without any key.
 //
 // A share becomes visible only once it has arrived whole and passed the
 // frame check of package sharefile (header, length, trailer, and the hash
