@@ -89,8 +89,21 @@ func TestGatewayLeases(t *testing.T) {
 	if _, err := gw.Get(ctx, "gcb", "c", &out, 0, -1); err != nil || !bytes.Equal(out.Bytes(), bodyA) {
 		t.Fatalf("copy by reference after its source's delete: %v", err)
 	}
-	// Overwriting the copy unreferences a's object.
-	put("c", randBytes(20_000))
+	// A rename (copy by reference, then delete, in one batch) keeps the
+	// object; a delete through the file tree frees it.
+	if err := gw.TreeStore("gcb").Apply(ctx, []tree.Op{{Key: "d", From: "c"}, {Key: "c", Delete: true}}); err != nil {
+		t.Fatal(err)
+	}
+	e := put("e", randBytes(25_000))
+	if err := gw.TreeStore("gcb").Apply(ctx, []tree.Op{{Key: "e", Delete: true}}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone("key deleted through the file tree", si(e))
+	if n := shares(si(a)); n != nA {
+		t.Fatalf("object of a renamed key: %d shares, want %d", n, nA)
+	}
+	// Overwriting the renamed copy unreferences a's object.
+	put("d", randBytes(20_000))
 	waitGone("overwritten key", si(a))
 
 	// An aborted upload's parts go.
