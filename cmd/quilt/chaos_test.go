@@ -62,7 +62,7 @@ func TestChaosKillGatewayAndNodes(t *testing.T) {
 
 	// Nodes reach members they saw die every second (not every 30 s),
 	// so the grid heals within the test's wait after the last restart.
-	g := startTestGrid(t, chaosNodes, "--reconnect", "1s")
+	g := startTestGridArgs(t, chaosNodes, "--reconnect", "1s")
 	logf("grid of %d nodes up", chaosNodes)
 	// A node comes back on its API and gossip addresses: the others
 	// take a member that was dead back only at the address it had
@@ -314,6 +314,7 @@ type chaosGateway struct {
 	endpoint string // from DIR/s3.env
 	key      string
 	secret   string
+	extra    []string // more flags of quilt gateway
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -323,7 +324,7 @@ func (gw *chaosGateway) start(t *testing.T) {
 	t.Helper()
 	env := filepath.Join(gw.dir, "s3.env")
 	os.Remove(env)
-	cmd := gw.g.command("gateway", "--s3", gw.addr, "--dir", gw.dir, "--log", "warn", "--stall", "3s")
+	cmd := gw.g.command(append([]string{"gateway", "--s3", gw.addr, "--dir", gw.dir, "--log", "warn", "--stall", "3s"}, gw.extra...)...)
 	logPath := gw.dir + ".log"
 	log, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {

@@ -67,9 +67,11 @@ type testGrid struct {
 	procs  []*exec.Cmd
 }
 
-// startTestGrid starts n nodes, each with the extra flags given, and
-// waits until the first sees them all.
-func startTestGrid(t *testing.T, n int, extra ...string) *testGrid {
+// startTestGrid starts n nodes and waits until the first sees them all.
+func startTestGrid(t *testing.T, n int) *testGrid { return startTestGridArgs(t, n) }
+
+// startTestGridArgs is startTestGrid with extra flags for every node.
+func startTestGridArgs(t *testing.T, n int, extra ...string) *testGrid {
 	g := &testGrid{t: t, bin: buildQuilt(t), base: t.TempDir()}
 	g.env = append(os.Environ(), "QUILT_HOME="+filepath.Join(g.base, "home"), "QUILT_GRID=")
 	t.Cleanup(func() {

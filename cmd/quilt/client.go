@@ -65,6 +65,7 @@ type gridFlags struct {
 	grid  string
 	stall time.Duration
 	log   string
+	lease time.Duration // --lease of the commands that store or renew (registerLease); 0: the default
 }
 
 func (g *gridFlags) register(fs *flag.FlagSet) {
@@ -131,8 +132,9 @@ func (g *gridFlags) connect() (*session, error) {
 	log := newLogger(g.log)
 	nc := node.NewClient(inv, id)
 	oc := object.New(object.NodeGrid{Client: nc}, object.Options{
-		Stall:  g.stall,
-		Logger: log,
+		Stall:     g.stall,
+		Logger:    log,
+		LeaseTerm: g.lease,
 		LeaseSecret: func(si sharefile.SI) []byte {
 			m := hmac.New(sha256.New, lease)
 			m.Write(si[:])
@@ -177,8 +179,8 @@ func appendNew(a []string, b ...string) []string {
 	return a
 }
 
-// leaseKey returns this client's secret for deriving delete secrets,
-// creating it on first use.
+// leaseKey returns this client's secret for deriving the cancel and renew
+// secrets of its leases, creating it on first use.
 func leaseKey(dir string) ([]byte, error) {
 	p := filepath.Join(dir, "lease.key")
 	b, err := os.ReadFile(p)

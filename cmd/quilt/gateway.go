@@ -52,7 +52,38 @@ func (s *s3Service) Close() {
 
 // openGateway opens the gateway whose state is in dir, on the grid of s.
 func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) (*gateway.Gateway, error) {
-	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax})
+	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax,
+		LeaseRenew: renewEvery, CancelDelay: cancelDelay})
+}
+
+// renewEvery and cancelDelay are --renew-every and --cancel-delay of
+// quilt gateway (gateway.Config.LeaseRenew and CancelDelay).
+var renewEvery, cancelDelay time.Duration
+
+// registerGatewayLeases adds the lease flags of a gateway: its lease term
+// and how often it renews.
+func registerGatewayLeases(fs *flag.FlagSet, g *gridFlags) {
+	g.registerLease(fs)
+	fs.DurationVar(&renewEvery, "renew-every", 24*time.Hour, "how often the gateway walks every bucket and renews the lease of every object referenced (it also does at start); keep it well inside --lease: a gateway down for longer than --lease loses its objects")
+	fs.DurationVar(&cancelDelay, "cancel-delay", time.Minute, "how long after a DELETE, overwrite or aborted upload the leases of objects no key references any more are cancelled (reads in flight of the old version finish first)")
+}
+
+// checkGatewayLeases refuses a renewal interval that is not well inside
+// the lease term.
+func checkGatewayLeases(g *gridFlags) error {
+	if err := g.checkLease(); err != nil {
+		return err
+	}
+	if renewEvery <= 0 || renewEvery > g.lease/2 {
+		return fmt.Errorf("--renew-every %v: want a positive duration at most half of --lease (%v), so that a renewal missed still leaves time", renewEvery, g.lease)
+	}
+	if cancelDelay < 0 {
+		return fmt.Errorf("--cancel-delay %v: want 0 or more", cancelDelay)
+	}
+	if cancelDelay == 0 {
+		cancelDelay = -1 // gateway.Config: at once
+	}
+	return nil
 }
 
 // inlineMax is --inline of quilt gateway: objects up to this size live in
@@ -178,7 +209,11 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
 	addConfigFlag(fs)
+	registerGatewayLeases(fs, &g)
 	if err := parseArgs(fs, args, 0); err != nil {
+		return err
+	}
+	if err := checkGatewayLeases(&g); err != nil {
 		return err
 	}
 	s, err := g.connect()

@@ -38,6 +38,8 @@ func runNode(ctx context.Context, args []string) error {
 	logLevel := fs.String("log", "info", "log level: debug, info, warn, error")
 	syncEvery := fs.Duration("ns-sync", 5*time.Second, "how often namespaces are compared with a random peer (anti-entropy)")
 	joinTimeout := fs.Duration("join-timeout", 2*time.Minute, "with --join: give up (exit 1) when no node of the invite has answered for this long; 0: keep trying for ever (every failure is logged)")
+	leaseSweep := fs.Duration("lease-sweep", time.Hour, "how often to delete the shares whose leases have all expired (negative: never)")
+	leaseGrace := fs.Duration("lease-grace", 24*time.Hour, "how long after its expiry a lease still keeps its share, so a late renewal still saves it (0: none)")
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
 	reconnect := fs.Duration("reconnect", 30*time.Second, "how often to try reaching members seen dead, and the old peers when none answered at start, so a healed partition or a restarted node rejoins")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
@@ -69,7 +71,8 @@ func runNode(ctx context.Context, args []string) error {
 	defer release()
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
 		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel),
-		Reconnect: *reconnect, Metrics: *metricsAddr}
+		Reconnect: *reconnect, Metrics: *metricsAddr,
+		LeaseSweep: *leaseSweep, LeaseGrace: graceFlag(*leaseGrace)}
 	if cfg.Gossip == "" {
 		cfg.Gossip, err = nextPort(*listen)
 		if err != nil {
@@ -106,6 +109,15 @@ func runNode(ctx context.Context, args []string) error {
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "leaving the grid")
 	return n.Close()
+}
+
+// graceFlag turns --lease-grace into node.Config.LeaseGrace, whose zero
+// is the default: 0 on the command line means none.
+func graceFlag(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // nextPort returns host:port+1 for an API address, or host:0 when the API

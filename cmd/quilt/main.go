@@ -43,6 +43,8 @@ var commands = map[string]command{
 	"up":      {"run a whole grid on this machine", runUp},
 	"put":     {"store a file; prints its read capability", runPut},
 	"get":     {"read a file back by its capability", runGet},
+	"rm":      {"cancel this client's lease on an object's shares (they go when no lease is left)", runRm},
+	"renew":   {"renew this client's lease on objects' shares (run from cron)", runRenew},
 	"check":   {"check an object's shares; --repair rebuilds missing ones", runCheck},
 	"cap":     {"derive a verify capability from a read capability", runCap},
 	"nodes":   {"list the grid's nodes", runNodes},

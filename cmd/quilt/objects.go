@@ -48,6 +48,7 @@ func runPut(ctx context.Context, args []string) error {
 	var g gridFlags
 	var e encodingFlags
 	g.register(fs)
+	g.registerLease(fs)
 	e.register(fs)
 	verbose := fs.Bool("v", false, "say where each share went, and print the verify capability (for 'quilt check') on standard error")
 	if err := parseArgs(fs, args, 1); err != nil {
@@ -55,6 +56,9 @@ func runPut(ctx context.Context, args []string) error {
 	}
 	p, err := e.params()
 	if err != nil {
+		return err
+	}
+	if err := g.checkLease(); err != nil {
 		return err
 	}
 	var in io.Reader = os.Stdin

@@ -142,18 +142,19 @@ func (g *Gateway) SetTags(ctx context.Context, bucketName, key string, tags map[
 }
 
 // writeObject commits an object record for path p of b if cond holds,
-// checking and committing under the key's lock; it returns the entry.
-func (g *Gateway) writeObject(ctx context.Context, b *bucket, p string, cond Condition, rec []byte) (dag.Hash, error) {
+// checking and committing under the key's lock; it returns the entry
+// and the grid objects of the version it replaced (for leases.go).
+func (g *Gateway) writeObject(ctx context.Context, b *bucket, p string, cond Condition, rec []byte) (entry dag.Hash, old []string, err error) {
 	unlock := g.keys.lock(b.ns, p)
 	defer unlock()
-	var entry dag.Hash
 	if err := g.check(b, p, cond); err != nil {
-		return entry, err
+		return entry, nil, err
 	}
-	err := g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+	old = g.capsAt(b, p) // the grid objects the write replaces (leases.go)
+	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
 		entry = e.Hash()
 		return e, blocks
 	})
-	return entry, err
+	return entry, old, err
 }

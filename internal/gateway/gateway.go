@@ -90,6 +90,17 @@ type Config struct {
 	SyncEvery time.Duration
 	NoSync    bool // no fsync of the replica (tests)
 	Logger    *slog.Logger
+	// LeaseRenew is how often the gateway walks every bucket and renews
+	// the lease of every grid object referenced (it also does at
+	// start); default 24 h, negative: never. Keep it well inside the
+	// object client's lease term (object.Options.LeaseTerm): a gateway
+	// that renews nothing for a whole term loses its objects.
+	LeaseRenew time.Duration
+	// CancelDelay is how long after a DELETE, an overwrite or an aborted
+	// upload the gateway cancels the leases of the grid objects no key
+	// references any more (so reads of the old version in flight can
+	// finish); default 1 min, negative: at once.
+	CancelDelay time.Duration
 }
 
 // Gateway serves buckets and objects.
@@ -106,8 +117,9 @@ type Gateway struct {
 	md5      md5s     // ETag hashes of uploads
 	keys     keyLocks // per-key locks of object writes (conditional writes)
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	leases *leaseKeeper // renewal walk and retirer (leases.go)
 }
 
 // bucket is an open object namespace.
@@ -182,6 +194,7 @@ func Open(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	g.wg.Add(1)
 	go g.background()
+	g.leases = startLeases(g)
 	return g, nil
 }
 
@@ -245,6 +258,7 @@ func openBucket(db *namespace.DB, name string, f registryFile, rules dag.Rules) 
 
 // Close stops the gateway.
 func (g *Gateway) Close() error {
+	g.leases.close()
 	close(g.stop)
 	g.wg.Wait()
 	return g.db.Close()

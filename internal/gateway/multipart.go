@@ -322,20 +322,43 @@ func (g *Gateway) CompleteUploadIf(ctx context.Context, bucketName, key, id stri
 		}
 	}
 	p, _ := keyPath(key)
-	entry, err := g.writeObject(ctx, b, p, cond, encodeRecord(info, nil))
+	entry, old, err := g.writeObject(ctx, b, p, cond, encodeRecord(info, nil))
 	if err != nil {
 		return ObjectInfo{}, err
 	}
 	info.Key, info.Version = key, entry
-	return info, g.dropUpload(ctx, id)
+	if err := g.dropUpload(ctx, id); err != nil {
+		return info, err
+	}
+	// The overwritten version's grid objects, and the parts uploaded
+	// but not listed, are referenced no more (leases.go).
+	for _, sp := range stored {
+		old = append(old, sp.Cap)
+	}
+	g.retire(b, old)
+	return info, nil
 }
 
-// AbortUpload forgets an upload and its parts.
+// AbortUpload forgets an upload and its parts; the parts' leases are
+// cancelled (leases.go).
 func (g *Gateway) AbortUpload(ctx context.Context, bucketName, key, id string) error {
-	if _, _, err := g.upload(ctx, bucketName, key, id); err != nil {
+	_, b, err := g.upload(ctx, bucketName, key, id)
+	if err != nil {
 		return err
 	}
-	return g.dropUpload(ctx, id)
+	parts, err := g.parts(id)
+	if err != nil {
+		return err
+	}
+	if err := g.dropUpload(ctx, id); err != nil {
+		return err
+	}
+	var caps []string
+	for _, p := range parts {
+		caps = append(caps, p.Cap)
+	}
+	g.retire(b, caps)
+	return nil
 }
 
 func (g *Gateway) dropUpload(ctx context.Context, id string) error {

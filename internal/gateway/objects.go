@@ -154,7 +154,10 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	// the rest, so small blocks bought no speed, and each is another
 	// record to store and index at every replica (a 4 KiB object: one
 	// record instead of six, 27 bbolt pages written instead of ~60).
-	entry, err := g.writeObject(ctx, b, p, opt.If, encodeRecord(info, inline))
+	entry, old, err := g.writeObject(ctx, b, p, opt.If, encodeRecord(info, inline))
+	if err == nil {
+		g.retire(b, old) // the overwritten version's grid objects (leases.go)
+	}
 	info.Key, info.Version = key, entry
 	return info, err
 }
@@ -330,9 +333,14 @@ func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
 	if _, err := g.db.Stat(b.ns, p); errors.Is(err, namespace.ErrNotFound) {
 		return nil
 	}
-	return g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+	old := g.capsAt(b, p) // the deleted version's grid objects (leases.go)
+	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		return w.Entry(dag.Delete, a, h, n, nil), nil
 	})
+	if err == nil {
+		g.retire(b, old)
+	}
+	return err
 }
 
 // Listing is one page of a bucket's keys.

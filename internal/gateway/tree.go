@@ -170,6 +170,7 @@ func (s *treeStore) Apply(ctx context.Context, ops []tree.Op) error {
 		return fmt.Errorf("gateway: root of %q: %w", b.name, err)
 	}
 	now := time.Now().UTC()
+	var unref []string // the grid objects of the keys deleted or replaced
 	// entry makes the entry of one op (nil for a delete of a key that is
 	// not there).
 	entry := func(op tree.Op) ([][]byte, error) {
@@ -184,6 +185,7 @@ func (s *treeStore) Apply(ctx context.Context, ops []tree.Op) error {
 			}
 		}
 		name := p[1:]
+		unref = append(unref, g.capsAt(b, p)...) // deleted or replaced (leases.go)
 		var e *dag.Entry
 		var blocks []*dag.Block
 		switch {
@@ -241,7 +243,11 @@ func (s *treeStore) Apply(ctx context.Context, ops []tree.Op) error {
 			recs, size = append(recs, rs...), size+n
 		}
 	}
-	return flush()
+	if err := flush(); err != nil {
+		return err
+	}
+	g.retire(b, unref) // a copy made in the same batch keeps its object
+	return nil
 }
 
 // Watch reports the keys whose object changed, by any writer, as the

@@ -154,7 +154,7 @@ func sharePath(key sharestore.Key) string {
 // connection instead of copying it through a buffer; its size then goes
 // in a header of its own.
 func (c *Client) PutShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, size int64, lease sharestore.Lease) (ShareInfo, error) {
-	hdr := map[string]string{hdrLease: hex.EncodeToString(lease[:])}
+	hdr := leaseHeaders(lease, time.Now())
 	if _, ok := r.(io.WriterTo); ok && size >= 0 {
 		hdr[hdrSize] = strconv.FormatInt(size, 10)
 		size = -1

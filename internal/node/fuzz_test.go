@@ -49,7 +49,7 @@ func FuzzShareAPI(f *testing.F) {
 	secret := []byte("delete secret")
 	lease := sharestore.LeaseFor(secret)
 	share := fuzzShare(si, 1, 120)
-	siHex, leaseHex := hex.EncodeToString(si[:]), hex.EncodeToString(lease[:])
+	siHex, leaseHex := hex.EncodeToString(si[:]), hex.EncodeToString(lease.ID[:])
 	f.Add(uint8(0), siHex, "1", leaseHex, "", "", share)
 	empty := fuzzShare(si, 0, 0)
 	f.Add(uint8(0), siHex, "0", leaseHex, strconv.Itoa(len(empty)), "", empty)

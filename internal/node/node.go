@@ -1,7 +1,9 @@
 // Package node runs a Quilt storage node: one share store on local disk,
 // a member of the grid's gossip, and an HTTPS API (mutual TLS 1.3 with
 // certificates of the grid) through which gateways and clients put, read,
-// list, delete and scrub shares. Client talks to that API.
+// list and scrub shares and renew and cancel their leases; the node
+// deletes the shares whose leases have all expired. Client talks to that
+// API.
 //
 // A node's data directory holds everything it needs to restart:
 //
@@ -84,6 +86,14 @@ type Config struct {
 	// connection; default 10 s. IdleTimeout is how long an idle
 	// connection is kept; default 2 min.
 	HeaderTimeout, IdleTimeout time.Duration
+	// LeaseSweep is how often the node deletes the shares whose leases
+	// have all expired (see sharestore.Store.Expire); default 1 h,
+	// negative: never. LeaseGrace is how long after its expiry a lease
+	// still counts, so a renewal a little late still saves its share;
+	// default 24 h, negative: none. Now is the clock leases are given
+	// and swept by; default time.Now (tests move it).
+	LeaseSweep, LeaseGrace time.Duration
+	Now                    func() time.Time
 	// Mount, if set, is called once the node is up; the handler it
 	// returns serves the API paths the node does not (a higher layer's,
 	// such as /v1/ns/).
@@ -227,8 +237,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Kill()
 		return nil, err
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.background()
+	go n.sweepLeases()
 	n.log.Info("node up", "id", id.ID, "addr", n.addr, "gossip", n.members.Addr(), "zone", cfg.Zone)
 	return n, nil
 }

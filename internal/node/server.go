@@ -31,6 +31,8 @@ func (n *Node) handler(extra http.Handler) http.Handler {
 	mux.HandleFunc("GET /v1/shares/{si}/{n}", n.getShare)
 	mux.HandleFunc("DELETE /v1/shares/{si}/{n}", n.deleteShare)
 	mux.HandleFunc("POST /v1/shares/{si}/{n}/scrub", n.scrubShare)
+	mux.HandleFunc("POST /v1/shares/{si}/renew", n.renewShares)
+	mux.HandleFunc("POST /v1/shares/{si}/cancel", n.cancelShares)
 	return n.logRequests(mux)
 }
 
@@ -195,12 +197,10 @@ func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var lease sharestore.Lease
-	if b, err := hex.DecodeString(r.Header.Get(hdrLease)); err != nil || len(b) != len(lease) {
-		writeError(w, fmt.Errorf("%w: missing or bad %s header", ErrBadRequest, hdrLease))
+	lease, err := n.leaseOf(r)
+	if err != nil {
+		writeError(w, err)
 		return
-	} else {
-		copy(lease[:], b)
 	}
 	size := r.ContentLength
 	if v := r.Header.Get(hdrSize); v != "" {
@@ -260,7 +260,7 @@ func (n *Node) deleteShare(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: bad %s header", ErrBadRequest, hdrSecret))
 		return
 	}
-	if err := n.store.Delete(r.Context(), key, secret); err != nil {
+	if _, err := n.store.Delete(r.Context(), key, secret); err != nil {
 		writeError(w, err)
 		return
 	}

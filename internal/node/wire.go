@@ -13,9 +13,11 @@ import (
 
 // Headers of the node API.
 const (
-	hdrLease  = "X-Quilt-Lease"  // hex of the lease (hash of the delete secret) on PUT
-	hdrSecret = "X-Quilt-Secret" // hex of the delete secret on DELETE
-	hdrSize   = "X-Quilt-Size"   // a share's length on a PUT whose body is chunked
+	hdrLease  = "X-Quilt-Lease"         // hex of the lease's ID (hash of the renew secret) on PUT
+	hdrCancel = "X-Quilt-Cancel"        // hex of the lease's cancel hash on PUT; absent: the ID
+	hdrTerm   = "X-Quilt-Lease-Seconds" // how long a lease runs from now, on PUT and renew; absent on PUT: for ever
+	hdrSecret = "X-Quilt-Secret"        // hex of the cancel secret on DELETE and cancel, of the renew secret on renew
+	hdrSize   = "X-Quilt-Size"          // a share's length on a PUT whose body is chunked
 )
 
 // kinds of error that cross the wire, so the far side can match them with

@@ -259,7 +259,7 @@ func (c *Client) rebuild(ctx context.Context, vc codec.VerifyCap, srcs []*source
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	l := vc.Layout()
-	lease := sharestore.LeaseFor(c.opt.LeaseSecret(vc.SI))
+	lease := c.leaseFor(vc.SI)
 	ss := make(sinks, len(missing))
 	hashes := make([][]sharefile.Hash, len(missing))
 	for i, sh := range missing {

@@ -78,11 +78,18 @@ type TrailerGrid interface {
 
 // Options tune a Client. Zero values are the defaults.
 type Options struct {
-	// LeaseSecret returns the delete secret for an object's shares, a
-	// secret of this client's (an HMAC of si under a key it keeps). There
-	// is no default: without it Put and Repair return ErrNoLeaseSecret,
-	// since a secret everyone shares would let anyone delete the shares.
+	// LeaseSecret returns the cancel secret of the lease this client
+	// gives an object's shares, a secret of this client's (an HMAC of si
+	// under a key it keeps); the lease's renew secret is derived from it
+	// (RenewSecret). Nodes see only hashes of the two. There is no
+	// default: without it Put, Repair, Renew and Cancel return
+	// ErrNoLeaseSecret, since a secret everyone shares would let anyone
+	// delete the shares.
 	LeaseSecret func(si sharefile.SI) []byte
+	// LeaseTerm is how long the lease of each share stored (by Put and
+	// Repair) and renewed (by Renew) runs from then; default
+	// DefaultLeaseTerm, 90 days.
+	LeaseTerm time.Duration
 	// Workers encode segments in parallel; default GOMAXPROCS.
 	Workers int
 	// Stall is how long a node may make no progress before its share is

@@ -100,7 +100,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	lease := sharestore.LeaseFor(c.opt.LeaseSecret(si))
+	lease := c.leaseFor(si)
 	ss := make(sinks, p.N)
 	for i := range ss {
 		ss[i] = c.newSink(ctx, i, plan.Nodes[i], sharestore.Key{SI: si, Share: i}, sendSize, lease)

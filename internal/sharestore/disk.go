@@ -22,13 +22,29 @@ import (
 )
 
 // recordSize is the node's own prefix before the share bytes in a share
-// file: "QSR2", the lease, the object root, the arrival time, and the
-// share's length. The file may end in zeros past the share, up to a
-// whole 4 KiB block (the length says where the share ends): so its last
-// block goes to the disk with the rest in one O_DIRECT write. A "QSR1"
-// record (before 2026-11-24) has no length, and its share ends where the
-// file does.
+// file: "QSR3", the lease's ID, the object root, the arrival time, the
+// share's length, the lease's cancel hash and its expiry (Unix
+// nanoseconds, 0: never). The file may end in zeros past the share, up
+// to a whole 4 KiB block (the length says where the share ends): so its
+// last block goes to the disk with the rest in one O_DIRECT write. A
+// "QSR2" record (before leases expired) has the same layout up to the
+// length, and one lease, which never expires and which the delete
+// secret both renews and cancels; a "QSR1" record (before 2026-11-24)
+// has no length either, and its share ends where the file does.
+//
+// Once a share's leases change after its Put (a second lease, a renewal,
+// a cancellation that leaves some), they are all in a file of their own
+// beside the share, <share file>.leases, which then stands for the
+// record's lease (see leaseFileMagic).
 const recordSize = 128
+
+// leaseFileMagic begins a lease file; then a 2-byte count, then each
+// lease as its ID, its cancel hash and its expiry (8 bytes, as in the
+// record).
+const leaseFileMagic = "QSL1"
+
+// leaseSuffix names a share's lease file after its share file.
+const leaseSuffix = ".leases"
 
 // Disk is a Store in a directory:
 //
@@ -116,6 +132,9 @@ func openDisk(dir string, opt DiskOptions, fsys fileSystem) (*Disk, error) {
 		fsys.Remove(filepath.Join(dir, "tmp", e.Name()))
 	}
 	if err := d.movePrefixes(); err != nil {
+		return nil, fmt.Errorf("sharestore: %w", err)
+	}
+	if err := d.removeOrphanLeases(); err != nil {
 		return nil, fmt.Errorf("sharestore: %w", err)
 	}
 	err = d.Walk(context.Background(), func(i Info) error {
@@ -323,11 +342,13 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 		return Info{}, err
 	}
 	info = Info{Key: key, Size: n, Root: si.Root, Created: time.Now().UTC()}
-	copy(rec, "QSR2")
-	copy(rec[4:36], lease[:])
+	copy(rec, "QSR3")
+	copy(rec[4:36], lease.ID[:])
 	copy(rec[36:68], si.Root[:])
 	binary.BigEndian.PutUint64(rec[68:], uint64(info.Created.UnixNano()))
 	binary.BigEndian.PutUint64(rec[76:], uint64(n))
+	copy(rec[84:116], lease.Cancel[:])
+	binary.BigEndian.PutUint64(rec[116:], expiryNanos(lease.Expires))
 	if dw != nil {
 		if err := dw.WriteHead(rec); err != nil {
 			return Info{}, err
@@ -351,6 +372,12 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 	d.mu.Lock()
 	old, serr := d.stat(key)
 	if errors.Is(serr, ErrNotFound) {
+		// A lease file without its share is a crash's leftover (of a
+		// Delete): it must not give this share its leases.
+		if err := d.removeLeaseFile(key); err != nil {
+			d.mu.Unlock()
+			return Info{}, err
+		}
 		err = d.renameIntoPlace(tmpPath, key)
 		committed = err == nil
 		d.mu.Unlock()
@@ -375,6 +402,15 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 			if err := d.syncDir(prefix); err != nil {
 				return Info{}, err
 			}
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			_, leases, err := d.readLeases(key)
+			if err != nil {
+				return Info{}, err
+			}
+			if err := d.putLeases(key, leases, lease); err != nil {
+				return Info{}, err
+			}
 			return old, nil
 		}
 		if !errors.Is(scrubErr, ErrCorrupt) {
@@ -387,11 +423,18 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 		return Info{}, err
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	cur, cerr := d.stat(key)
 	same := (serr == nil && cerr == nil && cur == old) || (serr != nil && errors.Is(cerr, ErrCorrupt)) || errors.Is(cerr, ErrNotFound)
 	if !same {
-		d.mu.Unlock()
 		return Info{}, fmt.Errorf("sharestore: share %s changed while a damaged copy of it was being replaced", key)
+	}
+	// The damaged copy's leases stay, where they can be read.
+	var oldLeases []Lease
+	if cerr == nil {
+		if _, ls, err := d.readLeases(key); err == nil {
+			oldLeases = ls
+		}
 	}
 	err = d.renameIntoPlace(tmpPath, key)
 	committed = err == nil
@@ -400,8 +443,14 @@ func (d *Disk) Put(ctx context.Context, key Key, r io.Reader, size int64, lease 
 		// be read was not: Walk skips it).
 		d.space.remove(old.Size)
 	}
-	d.mu.Unlock()
 	if err != nil {
+		return Info{}, err
+	}
+	if len(oldLeases) > 0 {
+		if err := d.putLeases(key, oldLeases, lease); err != nil {
+			return Info{}, err
+		}
+	} else if err := d.removeLeaseFile(key); err != nil {
 		return Info{}, err
 	}
 	return info, d.syncDir(prefix)
@@ -474,18 +523,34 @@ func (d *Disk) syncDir(dir string) error {
 	return err
 }
 
-// readInfo parses the record at the start of an open share file.
+// expiryNanos is an expiry as the record and lease file keep it.
+func expiryNanos(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	return uint64(t.UnixNano())
+}
+
+func nanosExpiry(n uint64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(n)).UTC()
+}
+
+// readInfo parses the record at the start of an open share file, and
+// returns the lease it holds.
 func readInfo(f *os.File, key Key) (Info, Lease, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return Info{}, Lease{}, err
 	}
 	rec := make([]byte, recordSize)
-	if _, err := f.ReadAt(rec, 0); err != nil || string(rec[:4]) != "QSR1" && string(rec[:4]) != "QSR2" {
+	if _, err := f.ReadAt(rec, 0); err != nil || string(rec[:4]) != "QSR1" && string(rec[:4]) != "QSR2" && string(rec[:4]) != "QSR3" {
 		return Info{}, Lease{}, fmt.Errorf("%w: %s has no share record", ErrCorrupt, key)
 	}
 	info := Info{Key: key, Size: st.Size() - recordSize}
-	if rec[3] == '2' {
+	if rec[3] >= '2' {
 		n := binary.BigEndian.Uint64(rec[76:84])
 		if n > uint64(info.Size) {
 			return Info{}, Lease{}, fmt.Errorf("%w: %s holds %d bytes of its %d", ErrCorrupt, key, info.Size, n)
@@ -493,7 +558,12 @@ func readInfo(f *os.File, key Key) (Info, Lease, error) {
 		info.Size = int64(n)
 	}
 	var lease Lease
-	copy(lease[:], rec[4:36])
+	copy(lease.ID[:], rec[4:36])
+	lease.Cancel = lease.ID
+	if rec[3] == '3' {
+		copy(lease.Cancel[:], rec[84:116])
+		lease.Expires = nanosExpiry(binary.BigEndian.Uint64(rec[116:124]))
+	}
 	copy(info.Root[:], rec[36:68])
 	info.Created = time.Unix(0, int64(binary.BigEndian.Uint64(rec[68:76]))).UTC()
 	return info, lease, nil
@@ -612,29 +682,244 @@ func (d *Disk) Walk(ctx context.Context, fn func(Info) error) error {
 	return nil
 }
 
-// Delete implements Store.
-func (d *Disk) Delete(ctx context.Context, key Key, secret []byte) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+// leasePath is the path of a share's lease file.
+func (d *Disk) leasePath(key Key) string { return d.path(key) + leaseSuffix }
+
+// readLeases reads a share's record and its leases: those of its lease
+// file if it has one, else the record's. d.mu is held.
+func (d *Disk) readLeases(key Key) (Info, []Lease, error) {
 	f, err := os.Open(d.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
-		return ErrNotFound
+		return Info{}, nil, ErrNotFound
 	} else if err != nil {
-		return err
+		return Info{}, nil, err
 	}
 	info, lease, err := readInfo(f, key)
 	f.Close()
 	if err != nil {
+		return Info{}, nil, err
+	}
+	b, err := os.ReadFile(d.leasePath(key))
+	if errors.Is(err, fs.ErrNotExist) {
+		return info, []Lease{lease}, nil
+	} else if err != nil {
+		return Info{}, nil, err
+	}
+	leases, err := parseLeases(b)
+	if err != nil {
+		return Info{}, nil, fmt.Errorf("%w: lease file of %s: %v", ErrCorrupt, key, err)
+	}
+	return info, leases, nil
+}
+
+const leaseLen = 32 + 32 + 8
+
+func parseLeases(b []byte) ([]Lease, error) {
+	if len(b) < 6 || string(b[:4]) != leaseFileMagic {
+		return nil, errors.New("no lease file header")
+	}
+	n := int(binary.BigEndian.Uint16(b[4:6]))
+	if n > MaxLeases || len(b) != 6+n*leaseLen {
+		return nil, fmt.Errorf("%d bytes for %d leases", len(b), n)
+	}
+	out := make([]Lease, n)
+	for i := range out {
+		r := b[6+i*leaseLen:]
+		copy(out[i].ID[:], r[:32])
+		copy(out[i].Cancel[:], r[32:64])
+		out[i].Expires = nanosExpiry(binary.BigEndian.Uint64(r[64:72]))
+	}
+	return out, nil
+}
+
+// putLeases writes leases with add added (see addLease), if that changes
+// them. d.mu is held.
+func (d *Disk) putLeases(key Key, leases []Lease, add Lease) error {
+	out, err := addLease(leases, add)
+	if err != nil {
 		return err
 	}
-	if !lease.opens(secret) {
-		return ErrForbidden
+	if slicesEqual(out, leases) {
+		return nil
+	}
+	return d.writeLeases(key, out)
+}
+
+func slicesEqual(a, b []Lease) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || a[i].Cancel != b[i].Cancel || !a[i].Expires.Equal(b[i].Expires) {
+			return false
+		}
+	}
+	return true
+}
+
+// writeLeases replaces a share's lease file, durably: written in tmp/,
+// synced, renamed beside the share, and the directory synced. d.mu is
+// held.
+func (d *Disk) writeLeases(key Key, leases []Lease) error {
+	b := make([]byte, 6, 6+len(leases)*leaseLen)
+	copy(b, leaseFileMagic)
+	binary.BigEndian.PutUint16(b[4:], uint16(len(leases)))
+	for _, l := range leases {
+		b = append(b, l.ID[:]...)
+		b = append(b, l.Cancel[:]...)
+		b = binary.BigEndian.AppendUint64(b, expiryNanos(l.Expires))
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(d.dir, "tmp", shareName(key)+"."+hex.EncodeToString(rnd[:])+leaseSuffix)
+	f, err := d.fs.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("sharestore: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = d.sync(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = d.fs.Rename(tmp, d.leasePath(key))
+	}
+	if err != nil {
+		d.fs.Remove(tmp)
+		return fmt.Errorf("sharestore: leases of %s: %w", key, err)
+	}
+	return d.syncDir(d.prefixDir(key.SI[0]))
+}
+
+// removeLeaseFile removes a share's lease file, if it has one. d.mu is
+// held.
+func (d *Disk) removeLeaseFile(key Key) error {
+	err := d.fs.Remove(d.leasePath(key))
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("sharestore: %w", err)
+}
+
+// removeOrphanLeases removes the lease files whose share is gone (a
+// crash between a Delete's two removals leaves one).
+func (d *Disk) removeOrphanLeases() error {
+	for b := 0; b < 256; b++ {
+		names, err := readNames(d.prefixDir(byte(b)))
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			base, ok := strings.CutSuffix(name, leaseSuffix)
+			if !ok {
+				continue
+			}
+			if _, ok := parseShareName(base); !ok {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(d.prefixDir(byte(b)), base)); errors.Is(err, fs.ErrNotExist) {
+				d.fs.Remove(filepath.Join(d.prefixDir(byte(b)), name))
+			}
+		}
+	}
+	return nil
+}
+
+// setLeases makes leases a share's leases, removing the share (and then
+// its lease file) when there are none; removed says whether it did.
+// d.mu is held.
+func (d *Disk) setLeases(key Key, info Info, leases []Lease) (removed bool, err error) {
+	if len(leases) > 0 {
+		return false, d.writeLeases(key, leases)
 	}
 	if err := d.fs.Remove(d.path(key)); err != nil {
-		return err
+		return false, err
 	}
 	d.space.remove(info.Size)
-	return d.syncDir(d.prefixDir(key.SI[0]))
+	if err := d.removeLeaseFile(key); err != nil {
+		return true, err
+	}
+	return true, d.syncDir(d.prefixDir(key.SI[0]))
+}
+
+// Delete implements Store.
+func (d *Disk) Delete(ctx context.Context, key Key, secret []byte) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	info, leases, err := d.readLeases(key)
+	if err != nil {
+		return false, err
+	}
+	left, err := cancelLease(leases, secret)
+	if err != nil {
+		return false, err
+	}
+	return d.setLeases(key, info, left)
+}
+
+// Renew implements Store.
+func (d *Disk) Renew(ctx context.Context, key Key, secret []byte, expires time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, leases, err := d.readLeases(key)
+	if err != nil {
+		return err
+	}
+	out, changed, err := renewLeases(leases, secret, expires)
+	if err != nil || !changed {
+		return err
+	}
+	return d.writeLeases(key, out)
+}
+
+// AddLease implements Store.
+func (d *Disk) AddLease(ctx context.Context, key Key, lease Lease) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, leases, err := d.readLeases(key)
+	if err != nil {
+		return err
+	}
+	return d.putLeases(key, leases, lease)
+}
+
+// Leases implements Store.
+func (d *Disk) Leases(ctx context.Context, key Key) ([]Lease, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, leases, err := d.readLeases(key)
+	return leases, err
+}
+
+// Expire implements Store. It walks every share; a share whose record or
+// lease file cannot be read is left alone (Scrub reports it).
+func (d *Disk) Expire(ctx context.Context, before time.Time) (Swept, error) {
+	var sw Swept
+	err := d.Walk(ctx, func(i Info) error {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		info, leases, err := d.readLeases(i.Key)
+		if err != nil {
+			return nil
+		}
+		left := dropExpired(leases, before)
+		if len(left) == len(leases) {
+			return nil
+		}
+		removed, err := d.setLeases(i.Key, info, left)
+		if err != nil {
+			return err
+		}
+		sw.Leases += len(leases) - len(left)
+		if removed {
+			sw.Shares++
+			sw.Bytes += info.Size
+		}
+		return nil
+	})
+	return sw, err
 }
 
 // Scrub implements Store.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 )
@@ -68,6 +69,14 @@ func checkStore(t *testing.T, d *Disk) map[Key]bool {
 	err := filepath.WalkDir(filepath.Join(d.dir, "shares"), func(path string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
+		}
+		if base, ok := strings.CutSuffix(e.Name(), leaseSuffix); ok {
+			// A lease file, beside its share (one without its share is
+			// removed on open).
+			if _, err := os.Stat(filepath.Join(filepath.Dir(path), base)); err != nil {
+				return fmt.Errorf("lease file %s without its share: %v", path, err)
+			}
+			return nil
 		}
 		key, ok := parseShareName(e.Name())
 		if !ok || filepath.Base(filepath.Dir(path)) != fmt.Sprintf("%02x", key.SI[0]) {
@@ -293,7 +302,7 @@ func TestDiskCrashAtEveryStep(t *testing.T) {
 				was := state[a.s.key]
 				if a.del {
 					delete(state, a.s.key)
-					err = d.Delete(context.Background(), a.s.key, []byte("s"))
+					_, err = d.Delete(context.Background(), a.s.key, []byte("s"))
 				} else {
 					if !was {
 						delete(state, a.s.key)
@@ -369,7 +378,7 @@ func TestDiskDeleteFaults(t *testing.T) {
 					return nil
 				}
 				ffs.mu.Unlock()
-				err = d.Delete(context.Background(), shares[0].key, []byte("s"))
+				_, err = d.Delete(context.Background(), shares[0].key, []byte("s"))
 				ffs.mu.Lock()
 				ffs.inject = nil
 				ffs.mu.Unlock()
@@ -390,7 +399,7 @@ func TestDiskDeleteFaults(t *testing.T) {
 				if u := d.Usage(); u.Used != want {
 					t.Fatalf("%d bytes used after the failed Delete, want %d", u.Used, want)
 				}
-				if err := d.Delete(context.Background(), shares[1].key, []byte("s")); err != nil {
+				if _, err := d.Delete(context.Background(), shares[1].key, []byte("s")); err != nil {
 					t.Fatal(err)
 				}
 				if err := shares[2].put(d); err != nil {
@@ -465,4 +474,102 @@ func TestDiskCrashSameShareTwice(t *testing.T) {
 	checkStore(t, d2)
 	mustHold(t, d2, s)
 	mustHold(t, d2, shares[1])
+}
+
+// TestDiskLeasesCrashAtEveryStep runs a share's lease life (a Put with a
+// lease that expires, a second lease added, the first renewed, the
+// second cancelled, the first cancelled, which deletes the share) and
+// crashes the machine before each of its file operations in turn. After
+// each crash the reopened store holds the share with the leases of the
+// last change acknowledged, or of the change cut off, whole; or, once
+// the last cancel was reached, no share and no lease file.
+func TestDiskLeasesCrashAtEveryStep(t *testing.T) {
+	sh := encodeShares(t, 2, 3, 3000)[0]
+	ctx := context.Background()
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := Lease{ID: SecretHash([]byte("ra")), Cancel: SecretHash([]byte("ca")), Expires: t0}
+	b := Lease{ID: SecretHash([]byte("rb")), Cancel: SecretHash([]byte("cb")), Expires: t0.Add(time.Hour)}
+	a2 := a
+	a2.Expires = t0.Add(2 * time.Hour)
+	// states[i] is the leases once step i has been acknowledged; nil:
+	// no share.
+	states := [][]Lease{{a}, {a, b}, {a2, b}, {a2}, nil}
+	steps := []func(d *Disk) error{
+		func(d *Disk) error {
+			_, err := d.Put(ctx, sh.key, bytes.NewReader(sh.data), int64(len(sh.data)), a)
+			return err
+		},
+		func(d *Disk) error { return d.AddLease(ctx, sh.key, b) },
+		func(d *Disk) error { return d.Renew(ctx, sh.key, []byte("ra"), a2.Expires) },
+		func(d *Disk) error { _, err := d.Delete(ctx, sh.key, []byte("cb")); return err },
+		func(d *Disk) error { _, err := d.Delete(ctx, sh.key, []byte("ca")); return err },
+	}
+	same := func(x, y []Lease) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if x[i].ID != y[i].ID || x[i].Cancel != y[i].Cancel || !x[i].Expires.Equal(y[i].Expires) {
+				return false
+			}
+		}
+		return true
+	}
+	for crashAt := 1; ; crashAt++ {
+		if crashAt > 200 {
+			t.Fatal("the lease life takes over 200 operations")
+		}
+		root := t.TempDir()
+		ffs := newFaultFS(t, root, false)
+		ffs.crashAt = crashAt
+		done := -1 // the last step acknowledged
+		d, err := openDisk(root, DiskOptions{}, ffs)
+		for i, step := range steps {
+			if err != nil {
+				break
+			}
+			if err = step(d); err == nil {
+				done = i
+			}
+		}
+		if err != nil && !errors.Is(err, errCrashed) {
+			t.Fatalf("crash at %d: an error not the crash's: %v", crashAt, err)
+		}
+		if !ffs.crashed {
+			t.Logf("crashed at each of %d steps", crashAt-1)
+			break
+		}
+		for keep := keepSynced; keep <= keepAll; keep++ {
+			clone := filepath.Join(t.TempDir(), "after")
+			ffs.crashClone(t, clone, keep)
+			d, err := OpenDisk(clone, DiskOptions{})
+			if err != nil {
+				t.Fatalf("crash at %d, %v: reopen: %v", crashAt, keep, err)
+			}
+			present := checkStore(t, d)
+			var allowed [][]Lease
+			if done >= 0 {
+				allowed = append(allowed, states[done])
+			}
+			if done+1 < len(states) {
+				allowed = append(allowed, states[done+1])
+			}
+			if done < 0 {
+				allowed = append(allowed, nil) // the Put cut off
+			}
+			var got []Lease
+			if present[sh.key] {
+				if got, err = d.Leases(ctx, sh.key); err != nil {
+					t.Fatalf("crash at %d, %v: leases: %v", crashAt, keep, err)
+				}
+			}
+			ok := false
+			for _, want := range allowed {
+				ok = ok || (want == nil) == (got == nil) && same(got, want)
+			}
+			if !ok {
+				t.Fatalf("crash at %d (step %d acknowledged), %v: leases %+v, want one of %+v", crashAt, done, keep, got, allowed)
+			}
+		}
+	}
 }

@@ -23,9 +23,9 @@ type Mem struct {
 }
 
 type memShare struct {
-	info  Info
-	lease Lease
-	data  []byte
+	info   Info
+	leases []Lease
+	data   []byte
 }
 
 var _ Store = (*Mem)(nil)
@@ -50,11 +50,17 @@ func (m *Mem) Put(ctx context.Context, key Key, r io.Reader, size int64, lease L
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var leases []Lease
 	if old, ok := m.shares[key]; ok {
 		if _, err := scrub(bytes.NewReader(old.data), old.info); err == nil {
 			if old.info.Root != si.Root {
 				return Info{}, ErrExists
 			}
+			leases, err := addLease(old.leases, lease)
+			if err != nil {
+				return Info{}, err
+			}
+			old.leases = leases
 			return old.info, nil
 		}
 		// The copy here is damaged: the new share replaces it, once every
@@ -62,10 +68,17 @@ func (m *Mem) Put(ctx context.Context, key Key, r io.Reader, size int64, lease L
 		if err := verifyWhole(bytes.NewReader(buf.Bytes()), n, si.Root); err != nil {
 			return Info{}, err
 		}
+		leases = old.leases
+	}
+	leases, err = addLease(leases, lease)
+	if err != nil {
+		return Info{}, err
+	}
+	if old, ok := m.shares[key]; ok {
 		m.space.remove(old.info.Size)
 	}
 	info := Info{Key: key, Size: n, Root: si.Root, Created: time.Now()}
-	m.shares[key] = &memShare{info: info, lease: lease, data: buf.Bytes()}
+	m.shares[key] = &memShare{info: info, leases: leases, data: buf.Bytes()}
 	stored = true
 	return info, nil
 }
@@ -120,19 +133,86 @@ func (m *Mem) Walk(ctx context.Context, fn func(Info) error) error {
 }
 
 // Delete implements Store.
-func (m *Mem) Delete(ctx context.Context, key Key, secret []byte) error {
+func (m *Mem) Delete(ctx context.Context, key Key, secret []byte) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.shares[key]
+	if !ok {
+		return false, ErrNotFound
+	}
+	leases, err := cancelLease(s.leases, secret)
+	if err != nil {
+		return false, err
+	}
+	if len(leases) > 0 {
+		s.leases = leases
+		return false, nil
+	}
+	delete(m.shares, key)
+	m.space.remove(s.info.Size)
+	return true, nil
+}
+
+// Renew implements Store.
+func (m *Mem) Renew(ctx context.Context, key Key, secret []byte, expires time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.shares[key]
 	if !ok {
 		return ErrNotFound
 	}
-	if !s.lease.opens(secret) {
-		return ErrForbidden
+	leases, _, err := renewLeases(s.leases, secret, expires)
+	if err != nil {
+		return err
 	}
-	delete(m.shares, key)
-	m.space.remove(s.info.Size)
+	s.leases = leases
 	return nil
+}
+
+// AddLease implements Store.
+func (m *Mem) AddLease(ctx context.Context, key Key, lease Lease) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.shares[key]
+	if !ok {
+		return ErrNotFound
+	}
+	leases, err := addLease(s.leases, lease)
+	if err != nil {
+		return err
+	}
+	s.leases = leases
+	return nil
+}
+
+// Leases implements Store.
+func (m *Mem) Leases(ctx context.Context, key Key) ([]Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.shares[key]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return append([]Lease(nil), s.leases...), nil
+}
+
+// Expire implements Store.
+func (m *Mem) Expire(ctx context.Context, before time.Time) (Swept, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sw Swept
+	for k, s := range m.shares {
+		left := dropExpired(s.leases, before)
+		sw.Leases += len(s.leases) - len(left)
+		s.leases = left
+		if len(left) == 0 {
+			delete(m.shares, k)
+			m.space.remove(s.info.Size)
+			sw.Shares++
+			sw.Bytes += s.info.Size
+		}
+	}
+	return sw, nil
 }
 
 // Scrub implements Store.

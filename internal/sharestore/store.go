@@ -1,6 +1,8 @@
 // Package sharestore keeps one node's shares: put, read byte ranges, list,
-// delete with the uploader's secret, enforce a capacity, and check shares
-// against their hash trees (scrub) without any key.
+// keep each share's leases (add, renew and cancel them with their
+// holders' secrets, and delete a share once no lease is left or all have
+// expired), enforce a capacity, and check shares against their hash trees
+// (scrub) without any key.
 //
 // A share becomes visible only once it has arrived whole and passed the
 // frame check of package sharefile (header, length, trailer, and the hash
@@ -33,8 +35,8 @@ var (
 	// ErrFull means storing the share would go over the node's capacity
 	// or the disk is full.
 	ErrFull = errors.New("sharestore: node is full")
-	// ErrForbidden means the delete secret does not match the uploader's.
-	ErrForbidden = errors.New("sharestore: wrong delete secret")
+	// ErrForbidden means the secret given opens no lease of the share.
+	ErrForbidden = errors.New("sharestore: the secret opens no lease of the share")
 	// ErrCorrupt means a share failed its check: on upload, it is refused;
 	// on scrub, it should be repaired from other shares.
 	ErrCorrupt = errors.New("sharestore: share is corrupt")
@@ -62,16 +64,114 @@ func ParseSI(s string) (sharefile.SI, error) {
 	return si, nil
 }
 
-// Lease is the hash of an uploader's delete secret: the node keeps the
-// hash, only the uploader knows the secret.
-type Lease [32]byte
+// A Lease keeps a share on a node (as in Tahoe-LAFS). Its holder knows two
+// secrets; the node keeps only their hashes: ID, the hash of the renew
+// secret, which extends the lease (Store.Renew), and Cancel, the hash of
+// the cancel secret, which removes it (Store.Delete). A share stays while
+// it has a lease that has not expired; Store.Expire deletes one whose
+// leases have all expired, and Delete the one whose last lease it
+// cancels.
+type Lease struct {
+	ID      [32]byte  // SHA-256 of the renew secret
+	Cancel  [32]byte  // SHA-256 of the cancel secret
+	Expires time.Time // zero: never
+}
 
-// LeaseFor returns the lease that the secret opens.
-func LeaseFor(secret []byte) Lease { return sha256.Sum256(secret) }
+// LeaseFor returns a lease that never expires, opened by secret both to
+// renew and to cancel: the one lease of a share stored before leases had
+// expiry times, and what a client that sends a single secret gets.
+func LeaseFor(secret []byte) Lease {
+	h := SecretHash(secret)
+	return Lease{ID: h, Cancel: h}
+}
 
-func (l Lease) opens(secret []byte) bool {
-	h := LeaseFor(secret)
-	return subtle.ConstantTimeCompare(h[:], l[:]) == 1
+// SecretHash is the hash a node keeps of a renew or cancel secret.
+func SecretHash(secret []byte) [32]byte { return sha256.Sum256(secret) }
+
+// MaxLeases bounds the leases of one share: a further lease is refused
+// with ErrFull.
+const MaxLeases = 64
+
+func hashOpens(h [32]byte, secret []byte) bool {
+	s := SecretHash(secret)
+	return subtle.ConstantTimeCompare(h[:], s[:]) == 1
+}
+
+// expired says whether the lease ended before t.
+func (l Lease) expired(t time.Time) bool { return !l.Expires.IsZero() && l.Expires.Before(t) }
+
+// addLease returns leases with l added, or, if a lease of l's ID is there,
+// with that lease's expiry moved to l's if later (or to never).
+func addLease(leases []Lease, l Lease) ([]Lease, error) {
+	out := append([]Lease(nil), leases...)
+	for i := range out {
+		if out[i].ID == l.ID {
+			if !out[i].Expires.IsZero() && (l.Expires.IsZero() || l.Expires.After(out[i].Expires)) {
+				out[i].Expires = l.Expires
+			}
+			return out, nil
+		}
+	}
+	if len(out) >= MaxLeases {
+		return nil, fmt.Errorf("%w: the share has %d leases already", ErrFull, len(out))
+	}
+	return append(out, l), nil
+}
+
+// renewLeases moves the expiry of the lease that secret renews to
+// expires, if later. A share with a lease that never expires needs no
+// renewal: renewing it succeeds and changes nothing. changed says whether
+// the leases must be written.
+func renewLeases(leases []Lease, secret []byte, expires time.Time) (out []Lease, changed bool, err error) {
+	out = append([]Lease(nil), leases...)
+	forever := false
+	for i := range out {
+		if hashOpens(out[i].ID, secret) {
+			if !out[i].Expires.IsZero() && expires.After(out[i].Expires) {
+				out[i].Expires = expires
+				changed = true
+			}
+			return out, changed, nil
+		}
+		forever = forever || out[i].Expires.IsZero()
+	}
+	if forever {
+		return out, false, nil
+	}
+	return nil, false, ErrForbidden
+}
+
+// cancelLease removes the leases that secret cancels; ErrForbidden if
+// none.
+func cancelLease(leases []Lease, secret []byte) ([]Lease, error) {
+	var out []Lease
+	for _, l := range leases {
+		if !hashOpens(l.Cancel, secret) {
+			out = append(out, l)
+		}
+	}
+	if len(out) == len(leases) {
+		return nil, ErrForbidden
+	}
+	return out, nil
+}
+
+// dropExpired returns the leases that had not expired by before.
+func dropExpired(leases []Lease, before time.Time) []Lease {
+	var out []Lease
+	for _, l := range leases {
+		if !l.expired(before) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Swept is what an expiry sweep (Store.Expire) removed.
+type Swept struct {
+	Leases int   // leases removed
+	Shares int   // shares deleted, their last lease gone
+	Bytes  int64 // bytes of those shares
 }
 
 // Info describes a stored share.
@@ -100,18 +200,20 @@ type Usage struct {
 // Store is one node's share storage. All methods are safe for concurrent
 // use.
 type Store interface {
-	// Put reads a whole share from r and stores it under key if it passes
-	// the check (see the package doc) and fits. It returns once the share
-	// is durable. size is the share's length if the sender knows it, else
+	// Put reads a whole share from r and stores it under key, with lease,
+	// if it passes the check (see the package doc) and fits. It returns
+	// once the share is durable. size is the share's length if the sender knows it, else
 	// -1: a known size is refused at once if it does not fit, and must then
 	// be exact.
 	//
 	// If a share is stored under key already and is sound (it passes
-	// Scrub), the same share again keeps it as it is and another is
+	// Scrub), the same share again keeps it as it is, adding lease to its
+	// leases (or renewing the lease of the same ID), and another is
 	// refused with ErrExists. If the stored copy is damaged, the new share
-	// replaces it (under the new lease), once every block of the new one
-	// has matched its hash: that is how a repairer puts back a share where
-	// a failing disk damaged it.
+	// replaces it, keeping the leases of the old copy that can be read and
+	// adding lease, once every block of the new one has matched its hash:
+	// that is how a repairer puts back a share where a failing disk
+	// damaged it.
 	Put(ctx context.Context, key Key, r io.Reader, size int64, lease Lease) (Info, error)
 	// Open opens a stored share for reading.
 	Open(ctx context.Context, key Key) (Share, error)
@@ -119,8 +221,26 @@ type Store interface {
 	List(ctx context.Context, si sharefile.SI) ([]Info, error)
 	// Walk calls fn for every stored share, in no particular order.
 	Walk(ctx context.Context, fn func(Info) error) error
-	// Delete removes a share if secret opens its lease.
-	Delete(ctx context.Context, key Key, secret []byte) error
+	// Delete cancels the leases of a share whose Cancel the secret opens
+	// (ErrForbidden if none), and removes the share once it has no lease
+	// left; removed says whether it did.
+	Delete(ctx context.Context, key Key, secret []byte) (removed bool, err error)
+	// Renew moves the expiry of the share's lease whose ID the secret
+	// opens to expires, if that is later (ErrForbidden if no lease opens;
+	// a share with a lease that never expires needs no renewal, and
+	// renewing it succeeds).
+	Renew(ctx context.Context, key Key, secret []byte, expires time.Time) error
+	// AddLease gives a stored share lease, or, if it has a lease of the
+	// same ID, moves that lease's expiry to lease's if later (as Tahoe-LAFS's
+	// add-lease): how a second party that keeps an object (another
+	// gateway of the same buckets) takes a lease of its own on shares it
+	// did not upload.
+	AddLease(ctx context.Context, key Key, lease Lease) error
+	// Leases returns a share's leases.
+	Leases(ctx context.Context, key Key) ([]Lease, error)
+	// Expire removes every lease that expired before the time given, and
+	// deletes the shares left with none.
+	Expire(ctx context.Context, before time.Time) (Swept, error)
 	// Scrub re-reads a share and checks it against its hash tree and the
 	// root recorded on arrival.
 	Scrub(ctx context.Context, key Key) (Info, error)

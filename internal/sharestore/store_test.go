@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -230,7 +232,7 @@ func TestDiskOldLayout(t *testing.T) {
 		t.Fatalf("stray file: %q, %v", b, err)
 	}
 	// A share deleted after the move is gone from List and usage.
-	if err := d.Delete(ctx, sharestore.Key{SI: sis[1], Share: 3}, []byte("s")); err != nil {
+	if _, err := d.Delete(ctx, sharestore.Key{SI: sis[1], Share: 3}, []byte("s")); err != nil {
 		t.Fatal(err)
 	}
 	if infos, _ := d.List(ctx, sis[1]); len(infos) != 4 || d.Usage().Shares != 14 {
@@ -334,4 +336,80 @@ func directIO(t *testing.T, dir string) bool {
 	unix.Close(fd)
 	os.Remove(p)
 	return true
+}
+
+// A disk store's leases survive a reopen; a lease file whose share is
+// gone (a crash inside a Delete) is removed on open and never given to a
+// share stored again; a share of the QSR2 record has one lease that
+// never expires, which its delete secret cancels.
+func TestDiskLeasesReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := sharestore.OpenDisk(dir, sharestore.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, shares, err := codec.EncodeAll(codec.Params{K: 3, N: 10, SegmentSize: 4096}, codec.NewKey(), make([]byte, 5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := rc.Key.StorageIndex()
+	k := func(n int) sharestore.Key { return sharestore.Key{SI: si, Share: n} }
+	exp := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := sharestore.Lease{ID: sharestore.SecretHash([]byte("ra")), Cancel: sharestore.SecretHash([]byte("ca")), Expires: exp}
+	b := sharestore.Lease{ID: sharestore.SecretHash([]byte("rb")), Cancel: sharestore.SecretHash([]byte("cb")), Expires: exp.Add(time.Hour)}
+	for n := range 3 {
+		if _, err := d.Put(ctx, k(n), bytes.NewReader(shares[n]), int64(len(shares[n])), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Put(ctx, k(0), bytes.NewReader(shares[0]), -1, b); err != nil {
+		t.Fatal(err)
+	}
+	h := hex.EncodeToString(si[:])
+	path := func(n int) string { return filepath.Join(dir, "shares", h[:2], h+"."+strconv.Itoa(n)) }
+	// Share 1's lease file left behind by a crash after its share file
+	// was removed.
+	if err := os.WriteFile(path(1)+".leases", []byte("QSL1\x00\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path(1)); err != nil {
+		t.Fatal(err)
+	}
+	// Share 2 as the QSR2 record wrote it.
+	f, err := os.OpenFile(path(2), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("QSR2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	d2, err := sharestore.OpenDisk(dir, sharestore.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path(1) + ".leases"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("orphan lease file after reopen: %v", err)
+	}
+	got, err := d2.Leases(ctx, k(0))
+	if err != nil || len(got) != 2 || got[0].ID != a.ID || !got[1].Expires.Equal(b.Expires) || got[1].Cancel != b.Cancel {
+		t.Fatalf("leases after reopen: %+v, %v", got, err)
+	}
+	got, err = d2.Leases(ctx, k(2))
+	if err != nil || len(got) != 1 || !got[0].Expires.IsZero() || got[0].Cancel != a.ID {
+		t.Fatalf("leases of a QSR2 share: %+v, %v", got, err)
+	}
+	if sw, err := d2.Expire(ctx, exp.Add(100*time.Hour)); err != nil || sw.Shares != 1 {
+		t.Fatalf("Expire: %+v, %v (want share 0 gone, share 2 kept)", sw, err)
+	}
+	if _, err := d2.Open(ctx, k(2)); err != nil {
+		t.Fatalf("a QSR2 share after expiry: %v", err)
+	}
+	if _, err := d2.Put(ctx, k(1), bytes.NewReader(shares[1]), -1, b); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d2.Leases(ctx, k(1)); err != nil || len(got) != 1 || got[0].ID != b.ID {
+		t.Fatalf("leases of a share stored again: %+v, %v", got, err)
+	}
 }

@@ -153,15 +153,15 @@ func TestS3ObjectsInSwift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p1, err := e.gw.PutPart(ctx, "from-s3", "mp", u.ID, 1, strings.NewReader("part one "), 9, nil)
+	p1, err := e.gw.PutPart(ctx, "from-s3", "mp", u.ID, 1, strings.NewReader("part one "), 9, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := e.gw.PutPart(ctx, "from-s3", "mp", u.ID, 2, strings.NewReader("part two"), 8, nil)
+	p2, err := e.gw.PutPart(ctx, "from-s3", "mp", u.ID, 2, strings.NewReader("part two"), 8, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, err := e.gw.CompleteUpload(ctx, "from-s3", "mp", u.ID, []gateway.PartRef{{Number: 1, ETag: p1.ETag}, {Number: 2, ETag: p2.ETag}}, 0)
+	mp, err := e.gw.CompleteUpload(ctx, "from-s3", "mp", u.ID, []gateway.PartRef{{Number: 1, ETag: p1.ETag}, {Number: 2, ETag: p2.ETag}}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

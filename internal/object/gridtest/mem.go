@@ -152,5 +152,6 @@ func (m *Mem) DeleteShare(ctx context.Context, node string, key sharestore.Key, 
 	if err != nil {
 		return err
 	}
-	return s.Delete(ctx, key, secret)
+	_, err = s.Delete(ctx, key, secret)
+	return err
 }

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/sharefile"
@@ -157,7 +158,7 @@ func Run(t *testing.T, newStore Factory, opt Options) {
 		if _, err := s.Open(ctx, key(rc, 0)); !errors.Is(err, sharestore.ErrNotFound) {
 			t.Fatalf("open: %v", err)
 		}
-		if err := s.Delete(ctx, key(rc, 0), secret); !errors.Is(err, sharestore.ErrNotFound) {
+		if _, err := s.Delete(ctx, key(rc, 0), secret); !errors.Is(err, sharestore.ErrNotFound) {
 			t.Fatalf("delete: %v", err)
 		}
 		if _, err := s.Scrub(ctx, key(rc, 0)); !errors.Is(err, sharestore.ErrNotFound) {
@@ -247,7 +248,7 @@ func Run(t *testing.T, newStore Factory, opt Options) {
 			if _, err := s.Scrub(ctx, key(rc, 2)); !errors.Is(err, sharestore.ErrCorrupt) {
 				t.Errorf("%s: scrub: %v, want ErrCorrupt", name, err)
 			}
-			if err := s.Delete(ctx, key(rc, 2), secret); err != nil {
+			if _, err := s.Delete(ctx, key(rc, 2), secret); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -322,14 +323,14 @@ func Run(t *testing.T, newStore Factory, opt Options) {
 			t.Fatal(err)
 		}
 		for _, wrong := range [][]byte{nil, []byte("guess"), append(bytes.Clone(secret), 0)} {
-			if err := s.Delete(ctx, k, wrong); !errors.Is(err, sharestore.ErrForbidden) {
+			if _, err := s.Delete(ctx, k, wrong); !errors.Is(err, sharestore.ErrForbidden) {
 				t.Fatalf("delete with %q: %v, want ErrForbidden", wrong, err)
 			}
 		}
 		if _, err := s.Open(ctx, k); err != nil {
 			t.Fatalf("share gone after refused deletes: %v", err)
 		}
-		if err := s.Delete(ctx, k, secret); err != nil {
+		if _, err := s.Delete(ctx, k, secret); err != nil {
 			t.Fatalf("delete: %v", err)
 		}
 		mustAbsent(t, s, k)
@@ -430,6 +431,194 @@ func Run(t *testing.T, newStore Factory, opt Options) {
 		}
 		if _, err := s.Scrub(ctx, key(rc, 3)); err != nil {
 			t.Fatalf("scrub of an undamaged share: %v", err)
+		}
+	})
+
+	t.Run("Leases", func(t *testing.T) { runLeases(t, newStore) })
+}
+
+// lease returns a lease of renew secret "renew "+name and cancel secret
+// "cancel "+name, expiring at exp.
+func lease(name string, exp time.Time) sharestore.Lease {
+	return sharestore.Lease{
+		ID:      sharestore.SecretHash([]byte("renew " + name)),
+		Cancel:  sharestore.SecretHash([]byte("cancel " + name)),
+		Expires: exp,
+	}
+}
+
+func mustLeases(t *testing.T, s sharestore.Store, k sharestore.Key, want ...sharestore.Lease) {
+	t.Helper()
+	got, err := s.Leases(context.Background(), k)
+	if err != nil {
+		t.Fatalf("leases of %s: %v", k, err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("leases of %s: %d, want %d: %+v", k, len(got), len(want), got)
+	}
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			found = found || g.ID == w.ID && g.Cancel == w.Cancel && g.Expires.Equal(w.Expires)
+		}
+		if !found {
+			t.Fatalf("leases of %s: %+v, want %+v among them", k, got, w)
+		}
+	}
+}
+
+// runLeases adds, renews, cancels and expires leases. Times are given to
+// the store (Put's expiry, Renew's, Expire's now), so the suite needs no
+// clock: t0 is an arbitrary instant.
+func runLeases(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	hour := time.Hour
+
+	t.Run("AddRenewCancel", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 9000)
+		k := key(rc, 1)
+		a, b := lease("a", t0.Add(hour)), lease("b", t0.Add(90*time.Minute))
+		if _, err := s.Put(ctx, k, bytes.NewReader(shares[1]), -1, a); err != nil {
+			t.Fatal(err)
+		}
+		mustLeases(t, s, k, a)
+		// The same share again adds the second uploader's lease; the
+		// first's again moves its expiry only forward.
+		if _, err := s.Put(ctx, k, bytes.NewReader(shares[1]), -1, b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Put(ctx, k, bytes.NewReader(shares[1]), -1, lease("a", t0.Add(-hour))); err != nil {
+			t.Fatal(err)
+		}
+		mustLeases(t, s, k, a, b)
+		// Renewing needs the renew secret: a wrong one, and the cancel
+		// secret, renew nothing.
+		for _, wrong := range [][]byte{[]byte("renew c"), []byte("cancel a"), nil} {
+			if err := s.Renew(ctx, k, wrong, t0.Add(9*hour)); !errors.Is(err, sharestore.ErrForbidden) {
+				t.Fatalf("renew with %q: %v, want ErrForbidden", wrong, err)
+			}
+		}
+		if err := s.Renew(ctx, k, []byte("renew a"), t0.Add(3*hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Renew(ctx, k, []byte("renew a"), t0.Add(2*hour)); err != nil {
+			t.Fatal(err)
+		}
+		a.Expires = t0.Add(3 * hour)
+		mustLeases(t, s, k, a, b)
+		// AddLease adds a third party's lease without the share's bytes,
+		// and renews (never shortens) one of the same ID.
+		c := lease("c", t0.Add(hour))
+		if err := s.AddLease(ctx, k, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddLease(ctx, k, lease("a", t0)); err != nil {
+			t.Fatal(err)
+		}
+		mustLeases(t, s, k, a, b, c)
+		if err := s.AddLease(ctx, key(rc, 2), c); !errors.Is(err, sharestore.ErrNotFound) {
+			t.Fatalf("AddLease to a missing share: %v", err)
+		}
+		if removed, err := s.Delete(ctx, k, []byte("cancel c")); err != nil || removed {
+			t.Fatalf("cancel of the added lease: %v, %v", removed, err)
+		}
+		if err := s.Renew(ctx, key(rc, 2), []byte("renew a"), t0); !errors.Is(err, sharestore.ErrNotFound) {
+			t.Fatalf("renew of a missing share: %v", err)
+		}
+		// Cancelling needs the cancel secret: a wrong one, and the renew
+		// secret, cancel nothing.
+		used := s.Usage().Used
+		for _, wrong := range [][]byte{[]byte("cancel c"), []byte("renew b"), nil} {
+			if removed, err := s.Delete(ctx, k, wrong); !errors.Is(err, sharestore.ErrForbidden) || removed {
+				t.Fatalf("cancel with %q: %v, %v; want ErrForbidden", wrong, removed, err)
+			}
+		}
+		mustLeases(t, s, k, a, b)
+		if removed, err := s.Delete(ctx, k, []byte("cancel b")); err != nil || removed {
+			t.Fatalf("cancel of one of two leases: removed %v, %v", removed, err)
+		}
+		mustLeases(t, s, k, a)
+		if _, err := s.Open(ctx, k); err != nil || s.Usage().Used != used {
+			t.Fatalf("share with a lease left: %v, %d bytes used (was %d)", err, s.Usage().Used, used)
+		}
+		if removed, err := s.Delete(ctx, k, []byte("cancel b")); !errors.Is(err, sharestore.ErrForbidden) || removed {
+			t.Fatalf("second cancel of a lease: %v, %v", removed, err)
+		}
+		if removed, err := s.Delete(ctx, k, []byte("cancel a")); err != nil || !removed {
+			t.Fatalf("cancel of the last lease: removed %v, %v", removed, err)
+		}
+		if _, err := s.Open(ctx, k); !errors.Is(err, sharestore.ErrNotFound) {
+			t.Fatalf("share after its last lease was cancelled: %v", err)
+		}
+		if u := s.Usage(); u.Used != 0 || u.Shares != 0 {
+			t.Fatalf("usage after the last share went: %+v", u)
+		}
+		// Stored again, the share has only the new lease.
+		if _, err := s.Put(ctx, k, bytes.NewReader(shares[1]), -1, b); err != nil {
+			t.Fatal(err)
+		}
+		mustLeases(t, s, k, b)
+	})
+
+	t.Run("Expire", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 9000)
+		short, long := lease("short", t0.Add(hour)), lease("long", t0.Add(5*hour))
+		forever := sharestore.LeaseFor([]byte("old uploader"))
+		put := func(i int, l sharestore.Lease) {
+			t.Helper()
+			if _, err := s.Put(ctx, key(rc, i), bytes.NewReader(shares[i]), -1, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put(0, short)
+		put(1, short)
+		put(1, long)
+		put(2, forever)
+		put(3, long)
+		before := s.Usage()
+		// Nothing has expired yet.
+		if sw, err := s.Expire(ctx, t0); err != nil || sw != (sharestore.Swept{}) {
+			t.Fatalf("Expire before any lease ends: %+v, %v", sw, err)
+		}
+		sw, err := s.Expire(ctx, t0.Add(2*hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sharestore.Swept{Leases: 2, Shares: 1, Bytes: int64(len(shares[0]))}
+		if sw != want {
+			t.Fatalf("Expire: %+v, want %+v", sw, want)
+		}
+		if _, err := s.Open(ctx, key(rc, 0)); !errors.Is(err, sharestore.ErrNotFound) {
+			t.Fatalf("share whose only lease expired: %v", err)
+		}
+		mustLeases(t, s, key(rc, 1), long)
+		if u := s.Usage(); u.Used != before.Used-int64(len(shares[0])) || u.Shares != before.Shares-1 {
+			t.Fatalf("usage after expiry %+v, before %+v", u, before)
+		}
+		// A renewal keeps a share past its first expiry.
+		if err := s.Renew(ctx, key(rc, 3), []byte("renew long"), t0.Add(50*hour)); err != nil {
+			t.Fatal(err)
+		}
+		// A lease that never expires (a share stored before leases
+		// expired) keeps its share for ever, and needs no renewal.
+		if err := s.Renew(ctx, key(rc, 2), []byte("renew long"), t0.Add(50*hour)); err != nil {
+			t.Fatalf("renewing a share that never expires: %v", err)
+		}
+		sw, err = s.Expire(ctx, t0.Add(10*hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (sharestore.Swept{Leases: 1, Shares: 1, Bytes: int64(len(shares[1]))}); sw != want {
+			t.Fatalf("second Expire: %+v, want %+v", sw, want)
+		}
+		mustLeases(t, s, key(rc, 2), forever)
+		mustLeases(t, s, key(rc, 3), lease("long", t0.Add(50*hour)))
+		// The old lease's secret cancels it.
+		if removed, err := s.Delete(ctx, key(rc, 2), []byte("old uploader")); err != nil || !removed {
+			t.Fatalf("cancel of a lease that never expires: %v, %v", removed, err)
 		}
 	})
 }

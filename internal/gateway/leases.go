@@ -1,0 +1,380 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/dag"
+	"github.com/quilt-grid/quilt/internal/namespace"
+	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+)
+
+// Leases of the gateway's grid objects (docs/grid.md, "Leases").
+//
+// Every grid object the gateway stores (a whole object, or a part of a
+// multipart one) gets a lease on its shares of the object client's term
+// (object.Options.LeaseTerm, 90 days by default). The gateway keeps them
+// alive with a renewal walk: at start and every Config.LeaseRenew it
+// reads every bucket, and the registry's multipart uploads in progress,
+// and renews the lease of every grid object referenced there. An object
+// no key references any more is not renewed and its shares expire.
+//
+// To free space sooner, a DELETE, an overwrite or an aborted upload
+// hands the grid objects it unreferenced to the retirer, which, after
+// Config.CancelDelay (so that a read of the old version in flight can
+// finish), walks the bucket (and the uploads) afresh and cancels the
+// lease of each object that nothing references any more: a copy made by
+// reference (a rename of the file tree) keeps its object. Cancellation
+// is best effort: one that fails, or that the gateway stops before,
+// leaves the object to expire.
+
+// retirement is a set of grid objects that a change unreferenced in a
+// bucket.
+type retirement struct {
+	bucket string
+	caps   []string
+	due    time.Time
+}
+
+// leaseKeeper runs the renewal walk and the retirer.
+type leaseKeeper struct {
+	g      *Gateway
+	retire chan retirement
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// startLeases starts the renewal walk and the retirer of g.
+func startLeases(g *Gateway) *leaseKeeper {
+	k := &leaseKeeper{g: g, retire: make(chan retirement, 1024), stop: make(chan struct{})}
+	if g.cfg.Objects == nil {
+		return k
+	}
+	k.wg.Add(2)
+	go k.renewLoop()
+	go k.retireLoop()
+	return k
+}
+
+func (k *leaseKeeper) close() {
+	close(k.stop)
+	k.wg.Wait()
+}
+
+// renewLoop walks at start and then every LeaseRenew.
+func (k *leaseKeeper) renewLoop() {
+	defer k.wg.Done()
+	every := k.g.cfg.LeaseRenew
+	if every < 0 {
+		return
+	}
+	if every == 0 {
+		every = 24 * time.Hour
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-k.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		k.g.RenewLeases(ctx)
+		cancel()
+		t.Reset(every)
+	}
+}
+
+// RenewReport is what a renewal walk did.
+type RenewReport struct {
+	Objects int // grid objects referenced
+	Renewed int // of them, renewed on at least one share
+	Failed  int // not renewed: no live node holds a share, or none answered
+}
+
+// RenewLeases walks every bucket and the uploads in progress and renews
+// the lease of every grid object they reference, as the gateway does at
+// start and every Config.LeaseRenew.
+func (g *Gateway) RenewLeases(ctx context.Context) (RenewReport, error) {
+	var rep RenewReport
+	refs, err := g.allRefs(ctx)
+	if err != nil {
+		g.log.Warn("lease renewal: walk of the buckets failed", "err", err)
+		return rep, err
+	}
+	rep.Objects = len(refs)
+	sem := make(chan struct{}, 8)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for si := range refs {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, err := g.cfg.Objects.Renew(ctx, si)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				rep.Failed++
+				g.log.Warn("lease renewal failed", "si", fmt.Sprintf("%x", si[:]), "err", err)
+				return
+			}
+			rep.Renewed++
+		}()
+	}
+	wg.Wait()
+	g.log.Info("leases renewed", "objects", rep.Objects, "renewed", rep.Renewed, "failed", rep.Failed)
+	return rep, ctx.Err()
+}
+
+// allRefs returns the storage indexes of the grid objects that every
+// bucket and every upload in progress reference.
+func (g *Gateway) allRefs(ctx context.Context) (map[sharefile.SI]bool, error) {
+	buckets, err := g.Buckets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	refs := map[sharefile.SI]bool{}
+	for _, bi := range buckets {
+		b, err := g.bucket(ctx, bi.Name)
+		if errors.Is(err, ErrNoBucket) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		g.sync(ctx, b)
+		if err := g.bucketRefs(b, refs); err != nil {
+			return nil, err
+		}
+	}
+	return refs, g.uploadRefs(refs)
+}
+
+// bucketRefs adds the grid objects the keys of b reference to refs.
+func (g *Gateway) bucketRefs(b *bucket, refs map[sharefile.SI]bool) error {
+	var datas []dag.Hash
+	err := g.db.Scan(b.ns, "/", "", func(it namespace.Info) bool {
+		if it.Type == dag.File {
+			datas = append(datas, it.Data)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	// Records are read after the scan (see List).
+	for _, d := range datas {
+		raw, _, err := g.db.Content(b.ns, d)
+		if err != nil {
+			return err
+		}
+		info, _, err := decodeRecord(raw)
+		if err != nil {
+			continue // not an object record: references nothing
+		}
+		addCaps(refs, recordCaps(info))
+	}
+	return nil
+}
+
+// uploadRefs adds the grid objects of the parts of the uploads in
+// progress to refs.
+func (g *Gateway) uploadRefs(refs map[sharefile.SI]bool) error {
+	items, err := g.db.List(g.registry.ns, "/uploads", "", 0)
+	if errors.Is(err, namespace.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		parts, err := g.parts(it.Name)
+		if err != nil {
+			return err
+		}
+		for _, p := range parts {
+			addCaps(refs, []string{p.Cap})
+		}
+	}
+	return nil
+}
+
+// recordCaps returns the read capabilities of the grid objects an
+// object record references: its own, or its parts'.
+func recordCaps(info ObjectInfo) []string {
+	var out []string
+	if info.Cap != "" {
+		out = append(out, info.Cap)
+	}
+	for _, p := range info.Parts {
+		if p.Cap != "" {
+			out = append(out, p.Cap)
+		}
+	}
+	return out
+}
+
+func addCaps(refs map[sharefile.SI]bool, caps []string) {
+	for _, c := range caps {
+		if si, ok := capSI(c); ok {
+			refs[si] = true
+		}
+	}
+}
+
+func capSI(c string) (sharefile.SI, bool) {
+	if c == "" {
+		return sharefile.SI{}, false
+	}
+	rc, err := codec.ParseReadCap(c)
+	if err != nil {
+		return sharefile.SI{}, false
+	}
+	return rc.Key.StorageIndex(), true
+}
+
+// capsAt returns the grid objects that the current version of path p of
+// b references (none if there is none): what a write to p is about to
+// unreference.
+func (g *Gateway) capsAt(b *bucket, p string) []string {
+	st, err := g.db.Stat(b.ns, p)
+	if err != nil || st.Type != dag.File {
+		return nil
+	}
+	raw, _, err := g.db.Content(b.ns, st.Data)
+	if err != nil {
+		return nil
+	}
+	info, _, err := decodeRecord(raw)
+	if err != nil {
+		return nil
+	}
+	return recordCaps(info)
+}
+
+// retire hands grid objects that a change of bucket b unreferenced to
+// the retirer, which cancels their leases unless something still
+// references them. It never blocks: with the retirer's queue full, the
+// objects are left to expire.
+func (g *Gateway) retire(b *bucket, caps []string) {
+	if len(caps) == 0 || g.leases == nil || g.cfg.Objects == nil {
+		return
+	}
+	select {
+	case g.leases.retire <- retirement{bucket: b.name, caps: caps, due: time.Now().Add(g.cancelDelay())}:
+	default:
+		g.log.Debug("lease retirer busy: objects left to expire", "count", len(caps))
+	}
+}
+
+func (g *Gateway) cancelDelay() time.Duration {
+	switch d := g.cfg.CancelDelay; {
+	case d < 0:
+		return 0
+	case d == 0:
+		return time.Minute
+	default:
+		return d
+	}
+}
+
+// retireLoop cancels the leases of retired objects once due, a batch per
+// bucket: one fresh walk of the bucket (and the uploads) per batch.
+func (k *leaseKeeper) retireLoop() {
+	defer k.wg.Done()
+	var pending []retirement
+	tick := min(max(k.g.cancelDelay()/4, 20*time.Millisecond), 5*time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-k.stop:
+			return
+		case r := <-k.retire:
+			pending = append(pending, r)
+			continue
+		case <-t.C:
+		}
+		now := time.Now()
+		due := map[string][]string{}
+		rest := pending[:0]
+		for _, r := range pending {
+			if r.due.After(now) {
+				rest = append(rest, r)
+			} else {
+				due[r.bucket] = append(due[r.bucket], r.caps...)
+			}
+		}
+		pending = rest
+		for name, caps := range due {
+			select {
+			case <-k.stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			k.g.cancelUnreferenced(ctx, name, caps)
+			cancel()
+		}
+	}
+}
+
+// cancelUnreferenced cancels the leases of those of caps that neither
+// bucket name (as a fresh sync shows it) nor an upload in progress
+// references.
+func (g *Gateway) cancelUnreferenced(ctx context.Context, name string, caps []string) {
+	refs := map[sharefile.SI]bool{}
+	b, err := g.bucket(ctx, name)
+	switch {
+	case errors.Is(err, ErrNoBucket):
+		// Gone: it references nothing.
+	case err != nil:
+		g.log.Warn("lease cancellation: bucket not read; objects left to expire", "bucket", name, "err", err)
+		return
+	default:
+		if err := g.sync(ctx, b); err != nil {
+			g.log.Warn("lease cancellation: bucket not synced; objects left to expire", "bucket", name, "err", err)
+			return
+		}
+		if err := g.bucketRefs(b, refs); err != nil {
+			g.log.Warn("lease cancellation: bucket not walked; objects left to expire", "bucket", name, "err", err)
+			return
+		}
+	}
+	if err := g.uploadRefs(refs); err != nil {
+		g.log.Warn("lease cancellation: uploads not read; objects left to expire", "err", err)
+		return
+	}
+	done := map[sharefile.SI]bool{}
+	for _, c := range caps {
+		si, ok := capSI(c)
+		if !ok || refs[si] || done[si] {
+			continue
+		}
+		done[si] = true
+		rep, err := g.cfg.Objects.Cancel(ctx, si)
+		if err != nil && !errors.Is(err, object.ErrNoLease) {
+			g.log.Info("lease cancellation failed; the object will expire", "si", fmt.Sprintf("%x", si[:]), "err", err)
+			continue
+		}
+		g.log.Debug("lease cancelled", "si", fmt.Sprintf("%x", si[:]), "shares", rep.Shares, "deleted", rep.Removed)
+	}
+}
