@@ -40,7 +40,7 @@ type Options struct {
 	SpoolDir string
 	// CacheTimeout is how long the kernel keeps entries and attributes
 	// without asking again; default 1 s. Change events of the tree
-	// invalidate them sooner.
+	// invalidate them sooner. Missing names are not cached.
 	CacheTimeout time.Duration
 	// OpTimeout bounds each operation on the tree; default 5 minutes.
 	OpTimeout time.Duration
@@ -90,7 +90,9 @@ func Mount(t *tree.Tree, dir string, opt Options) (*Server, error) {
 	m := &Server{Dir: dir, tab: openfile.NewTable(t, opt.SpoolDir), done: make(chan struct{})}
 	m.root = &node{m: m, t: t, opt: &opt}
 	timeout := opt.CacheTimeout
-	negative := opt.CacheTimeout
+	// No negative entries: a name made through another door shows at
+	// once, and invalidation never has to guess at what the kernel keeps.
+	var negative time.Duration
 	srv, err := gofs.Mount(dir, m.root, &gofs.Options{
 		MountOptions: gofuse.MountOptions{
 			FsName:        opt.Name,
@@ -161,8 +163,12 @@ func (m *Server) invalidate(events <-chan tree.Event) {
 	}
 }
 
-// forget invalidates the entry of p in its parent and p's own attributes
-// and data, for the inodes the kernel knows.
+// forget invalidates what the kernel caches of p: its attributes and
+// data, its parent's listing, and its entry when the tree no longer has
+// it as the kernel does (gone, or a file now a directory). An entry that
+// stays is not invalidated: the kernel would unhash a directory that is
+// some process's working directory (getcwd then fails), and the mount's
+// own changes come back as events too.
 func (m *Server) forget(p string) {
 	p = strings.Trim(p, "/")
 	if p == "" {
@@ -174,21 +180,31 @@ func (m *Server) forget(p string) {
 	if parent == nil {
 		return
 	}
-	if ch := parent.GetChild(name); ch != nil {
-		ch.NotifyContent(0, 0)
-	}
-	parent.NotifyEntry(name)
 	parent.NotifyContent(0, 0) // its listing
+	ch := parent.GetChild(name)
+	if ch == nil {
+		// Nothing cached: negative entries are not kept. (An entry
+		// invalidated here could be the mount's own new one, whose
+		// operation has committed but not yet answered the kernel.)
+		return
+	}
+	ch.NotifyContent(0, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	i, err := m.root.stat(ctx, p)
+	switch {
+	case err == nil && i.IsDir() == ch.IsDir():
+	case err == nil || errors.Is(err, fs.ErrNotExist):
+		parent.NotifyEntry(name)
+	}
 }
 
-// forgetAll invalidates every inode under in (a lost event).
+// forgetAll invalidates the attributes, data and listings of every inode
+// under in (events were lost); entries expire after Options.CacheTimeout.
 func (m *Server) forgetAll(in *gofs.Inode) {
 	in.NotifyContent(0, 0)
-	for name, ch := range in.Children() {
-		in.NotifyEntry(name)
-		if ch.IsDir() {
-			m.forgetAll(ch)
-		}
+	for _, ch := range in.Children() {
+		m.forgetAll(ch)
 	}
 }
 
@@ -359,12 +375,14 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 	defer cancel()
 	p := n.path()
 	if size, ok := in.GetSize(); ok {
-		f := n.m.tab.Lookup(p)
-		if f != nil {
-			if err := f.Truncate(int64(size)); err != nil {
-				return n.errno("truncate", p, err)
-			}
-		} else {
+		var err error = openfile.ErrClosed
+		if f := n.m.tab.Lookup(p); f != nil {
+			err = f.Truncate(int64(size)) // ErrClosed: its last release came meanwhile
+		}
+		if err != nil && !errors.Is(err, openfile.ErrClosed) {
+			return n.errno("truncate", p, err)
+		}
+		if err != nil {
 			h, err := n.m.tab.Open(ctx, p, openfile.Options{Truncate: size == 0})
 			if err != nil {
 				return n.errno("truncate", p, err)
@@ -398,6 +416,14 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 		}
 		if err != nil {
 			return n.errno("utimens", p, err)
+		}
+	}
+	if f := n.m.tab.Lookup(p); f != nil && f.Pending() {
+		// Committed now, as a change of attributes shows at once: the
+		// last release may be on its way, and a release that has left
+		// the table but not yet committed shows the old version.
+		if err := f.Sync(ctx); err != nil && !errors.Is(err, openfile.ErrClosed) {
+			return n.errno("setattr", p, err)
 		}
 	}
 	i, err := n.stat(ctx, p)

@@ -676,3 +676,42 @@ func TestFuseUnmount(t *testing.T) {
 		t.Fatalf("%s is still a FUSE mount (%v)", dir, err)
 	}
 }
+
+// TestFuseWorkingDirectory: a directory made through the mount stays a
+// working directory once the tree's events about it (the mount's own
+// mkdir, then the store's change) have come back: an entry that still
+// exists is not invalidated (the kernel would unhash the directory, and
+// getcwd(3) would fail, as git's did).
+func TestFuseWorkingDirectory(t *testing.T) {
+	needFUSE(t)
+	gw := newGateway(t)
+	_, tr := newBucket(t, gw)
+	events, cancel := tr.Subscribe(100)
+	defer cancel()
+	mnt := mount(t, tr, fuse.Options{}, 60*time.Second)
+	if err := os.Mkdir(mnt+"/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(mnt + "/d")
+	getwd := func() {
+		t.Helper()
+		if wd, err := syscall.Getwd(); err != nil || wd != mnt+"/d" {
+			t.Fatalf("getcwd in the mount: %q, %v", wd, err)
+		}
+	}
+	getwd()
+	deadline := time.After(10 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case e := <-events:
+			seen = e.Kind == tree.KindChanged && strings.Trim(e.Path, "/") == "d"
+		case <-deadline:
+			t.Fatal("no change event for d")
+		}
+		getwd()
+	}
+	for i := 0; i < 10; i++ { // the mount's subscriber gets it too
+		time.Sleep(50 * time.Millisecond)
+		getwd()
+	}
+}
