@@ -229,6 +229,12 @@ type node struct {
 	m   *Server
 	t   *tree.Tree
 	opt *Options
+
+	mu sync.Mutex
+	// unlinked is the file open for writing at this node when it was
+	// unlinked: what fchmod or futimens of it, which come without a
+	// handle, change.
+	unlinked *openfile.File
 }
 
 var (
@@ -351,13 +357,19 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *gofuse.Attr
 	ctx, cancel := n.ctx(ctx)
 	defer cancel()
 	p := n.path()
+	n.mu.Lock()
+	f := n.unlinked
+	n.mu.Unlock()
 	if w, ok := fh.(*writer); ok {
-		// An open file, even unlinked: what its handle sees.
+		f = w.h.File
+	}
+	if f != nil {
+		// An open file, even unlinked: what its handles see.
 		i, err := n.t.Stat(ctx, p)
-		if err != nil || i.IsDir() || w.h.Name() != p {
+		if err != nil || i.IsDir() || f.Name() != p {
 			i = tree.Info{}
 		}
-		n.fill(w.h.Info(i), &out.Attr)
+		n.fill(f.Info(i), &out.Attr)
 		return 0
 	}
 	i, err := n.stat(ctx, p)
@@ -374,9 +386,22 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 	ctx, cancel := n.ctx(ctx)
 	defer cancel()
 	p := n.path()
+	// The file open for writing: the handle's own (an ftruncate or
+	// fchmod, even of an unlinked file), else the mount's at p.
+	open := func() *openfile.File {
+		if w, ok := fh.(*writer); ok {
+			return w.h.File
+		}
+		if f := n.m.tab.Lookup(p); f != nil {
+			return f
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.unlinked
+	}
 	if size, ok := in.GetSize(); ok {
 		var err error = openfile.ErrClosed
-		if f := n.m.tab.Lookup(p); f != nil {
+		if f := open(); f != nil {
 			err = f.Truncate(int64(size)) // ErrClosed: its last release came meanwhile
 		}
 		if err != nil && !errors.Is(err, openfile.ErrClosed) {
@@ -398,7 +423,7 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 	}
 	if mode, ok := in.GetMode(); ok {
 		var err error
-		if f := n.m.tab.Lookup(p); f != nil {
+		if f := open(); f != nil {
 			err = f.Chmod(ctx, fs.FileMode(mode).Perm())
 		} else {
 			err = n.t.Chmod(ctx, p, fs.FileMode(mode).Perm())
@@ -409,7 +434,7 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 	}
 	if mtime, ok := in.GetMTime(); ok {
 		var err error
-		if f := n.m.tab.Lookup(p); f != nil {
+		if f := open(); f != nil {
 			err = f.Chtimes(ctx, mtime)
 		} else {
 			err = n.t.Chtimes(ctx, p, mtime)
@@ -418,7 +443,7 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 			return n.errno("utimens", p, err)
 		}
 	}
-	if f := n.m.tab.Lookup(p); f != nil && f.Pending() {
+	if f := open(); f != nil && f.Pending() {
 		// Committed now, as a change of attributes shows at once: the
 		// last release may be on its way, and a release that has left
 		// the table but not yet committed shows the old version.
@@ -426,12 +451,7 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 			return n.errno("setattr", p, err)
 		}
 	}
-	i, err := n.stat(ctx, p)
-	if err != nil {
-		return n.errno("setattr", p, err)
-	}
-	n.fill(i, &out.Attr)
-	return 0
+	return n.Getattr(ctx, fh, out)
 }
 
 // Readdir lists the directory: the tree's entries and the new files open
@@ -561,7 +581,18 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx, cancel := n.ctx(ctx)
 	defer cancel()
 	p := n.child(name)
-	if f := n.m.tab.Lookup(p); f != nil && !f.InTree() {
+	f := n.m.tab.Lookup(p)
+	keep := func() {
+		if ch := n.GetChild(name); ch != nil && f != nil {
+			if c, ok := ch.Operations().(*node); ok {
+				c.mu.Lock()
+				c.unlinked = f
+				c.mu.Unlock()
+			}
+		}
+	}
+	if f != nil && !f.InTree() {
+		keep()
 		n.m.tab.Remove(p) // a new file not committed yet
 		return 0
 	}
@@ -575,6 +606,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if err := n.t.Remove(ctx, p, tree.RemoveOptions{}); err != nil {
 		return n.errno("unlink", p, err)
 	}
+	keep()
 	n.m.tab.Remove(p)
 	return 0
 }

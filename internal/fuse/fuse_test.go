@@ -534,6 +534,15 @@ var posixCases = []posixCase{
 		if _, err := f.ReadAt(b, 0); err != nil || string(b) != "data" {
 			t.Fatalf("read of the unlinked file: %q, %v", b, err)
 		}
+		if err := f.Truncate(2); err != nil {
+			t.Fatalf("ftruncate of the unlinked file: %v", err)
+		}
+		if err := f.Chmod(0o600); err != nil {
+			t.Fatalf("fchmod of the unlinked file: %v", err)
+		}
+		if fi, err := f.Stat(); err != nil || fi.Size() != 2 || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("fstat of the unlinked file: %v, %v", fi, err)
+		}
 		f.Close()
 		_, err = os.Stat(d + "/a")
 		errno(t, "stat unlinked", err, syscall.ENOENT)
