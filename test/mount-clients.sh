@@ -41,6 +41,11 @@ for _ in $(seq 1 120); do [ -s "$env" ] && break; sleep 0.5; done
 [ -s "$env" ] || { cat "$work/up.log"; echo "quilt up did not start"; exit 1; }
 
 say "quilt mount"
+mkdir -p "$mnt"
+# A bucket that does not exist is an error, and nothing is mounted.
+if timeout 30 "$work/quilt" mount --dir "$work/nogw" nosuch "$mnt" 2>"$work/err"; then echo "a missing bucket was mounted"; exit 1; fi
+grep -q 'no bucket "nosuch"' "$work/err"
+if mountpoint -q "$mnt"; then echo "mounted anyway"; exit 1; fi
 # A gateway directory serves one process: the mount gets its own, with a
 # copy of up's registry, so it sees the same buckets.
 mkdir -p "$work/mgw" "$mnt"
