@@ -52,13 +52,12 @@ type Options struct {
 
 // Server is a mounted tree, served until it is unmounted.
 type Server struct {
-	Dir    string
+	Dir    string // where the tree is mounted
 	srv    *gofuse.Server
 	root   *node
 	tab    *openfile.Table
 	cancel func() // of the event subscription
 	done   chan struct{}
-	once   sync.Once
 }
 
 // statfs is what the mount reports of its space: a constant 1 PiB, all
