@@ -7,6 +7,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.8
 	github.com/aws/smithy-go v1.28.8
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/hdevalence/ed25519consensus v0.2.0
 	github.com/jonboulle/clockwork v0.5.0

@@ -54,6 +54,7 @@ var commands = map[string]command{
 	"key":     {"create, list and delete S3 access keys", runKey},
 	"swift":   {"manage Swift projects, users and endpoints", runSwift},
 	"sftp":    {"serve the buckets' file trees over SFTP (sftp, scp, sshfs)", runSFTP},
+	"mount":   {"mount a bucket's file tree on a directory (FUSE)", runMount},
 	"lab":     {"run the papers' experiments on an emulated network", runLab},
 	"status":  {"say whether the grid is healthy: nodes by state and zone, space", runStatus},
 	"version": {"print the version and the commit it was built from", runVersion},

@@ -121,6 +121,7 @@ var packages = map[string]Layer{
 	"internal/cfs": FrontEnds,
 	// sftp serves each user's bucket tree over SSH.
 	"internal/sftp": FrontEnds,
+	"internal/fuse": FrontEnds,
 
 	"internal/lab":          Lab,
 	"internal/lab/report":   Lab,
