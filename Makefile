@@ -33,7 +33,7 @@ run: build
 ## every fuzz target for $(FUZZTIME) (see docs/testing.md); then real
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
 ## Chromium), Swift (swift CLI, swiftclient, swift-bench) and SFTP (sftp,
-## scp, sshfs)
+## scp, sshfs) and the FUSE mount (cp, diff, mv, git, tar)
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
@@ -43,6 +43,7 @@ test:
 	./test/s3-clients.sh
 	./test/swift-clients.sh
 	./test/sftp-clients.sh
+	./test/mount-clients.sh
 
 ## bench: codec micro-benchmarks (one core), then quilt bench on a fresh grid
 bench: build
