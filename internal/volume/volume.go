@@ -249,7 +249,7 @@ func (m *Manager) Clone(ctx context.Context, src, dst string, snapshot bool) err
 	v := m.open[src]
 	m.mu.Unlock()
 	if v != nil {
-		if err := v.Flush(ctx); err != nil && !errors.Is(err, ErrReadOnly) {
+		if err := v.Flush(ctx); err != nil && !errors.Is(err, ErrClosed) {
 			return err
 		}
 	}

@@ -394,3 +394,36 @@ func TestVolumeBadInput(t *testing.T) {
 		t.Fatal("opened a damaged record")
 	}
 }
+
+func TestVolumeFlushFailsUnhappyAndRetries(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager(t, 0)
+	ctx := ctxT(t)
+	if err := m.Create(ctx, "f", 8*mib); err != nil {
+		t.Fatal(err)
+	}
+	v := open(t, m, "f")
+	defer v.Close()
+	model := make([]byte, 8*mib)
+	write(t, v, model, 3*mib, random(2*mib, 14))
+	e.g.Kill(2) // happiness 4 cannot be met
+	if err := v.Flush(ctx); err == nil {
+		t.Fatal("flush succeeded with a node of four down and happiness 4")
+	}
+	if v.Info().Gen != 0 {
+		t.Fatal("a failed flush committed the map")
+	}
+	if got := readAll(t, v); !bytes.Equal(got, model) {
+		t.Fatal("a failed flush lost written bytes")
+	}
+	e.g.Restart(2)
+	e.g.WaitAlive(4)
+	if err := v.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v2 := open(t, e.manager(t, 0), "f")
+	defer v2.Close()
+	if got := readAll(t, v2); !bytes.Equal(got, model) {
+		t.Fatal("after the retried flush a new handle reads other bytes")
+	}
+}
