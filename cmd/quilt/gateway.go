@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/gateway/keystone"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
 	"github.com/quilt-grid/quilt/internal/metrics"
+	"github.com/quilt-grid/quilt/internal/volume"
 )
 
 // s3Service is a running S3 endpoint.
@@ -53,7 +55,29 @@ func (s *s3Service) Close() {
 // openGateway opens the gateway whose state is in dir, on the grid of s.
 func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) (*gateway.Gateway, error) {
 	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax,
-		LeaseRenew: renewEvery, CancelDelay: cancelDelay})
+		LeaseRenew: renewEvery, CancelDelay: cancelDelay, References: volumeExtents})
+}
+
+// volumeExtents returns the extents of every block volume whose map the
+// gateway's registry holds, so that its renewal walk keeps them alive.
+func volumeExtents(ctx context.Context, g *gateway.Gateway) ([]string, error) {
+	recs, err := g.Records(ctx, volumeSet)
+	if err != nil {
+		return nil, err
+	}
+	var caps []string
+	var first error
+	for name, raw := range recs {
+		in, err := volume.ParseRecord(name, raw)
+		if err != nil {
+			first = cmp.Or(first, err) // the other volumes are still renewed
+			continue
+		}
+		for _, c := range in.Extents {
+			caps = append(caps, c)
+		}
+	}
+	return caps, first
 }
 
 // renewEvery and cancelDelay are --renew-every and --cancel-delay of

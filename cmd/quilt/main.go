@@ -57,6 +57,7 @@ var commands = map[string]command{
 	"mount":   {"mount a bucket's file tree on a directory (FUSE)", runMount},
 	"lab":     {"run the papers' experiments on an emulated network", runLab},
 	"status":  {"say whether the grid is healthy: nodes by state and zone, space", runStatus},
+	"volume":  {"block volumes for virtual machines: create, clone, snapshot, serve over NBD", runVolume},
 	"version": {"print the version and the commit it was built from", runVersion},
 }
 

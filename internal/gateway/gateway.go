@@ -101,6 +101,12 @@ type Config struct {
 	// references any more (so reads of the old version in flight can
 	// finish); default 1 min, negative: at once.
 	CancelDelay time.Duration
+	// References, if set, returns the read capabilities of grid objects
+	// kept by something other than buckets (the extents of block
+	// volumes, whose maps are records of the registry): the renewal walk
+	// renews them too. A failure is logged and the walk goes on with the
+	// buckets' objects.
+	References func(ctx context.Context, g *Gateway) ([]string, error)
 }
 
 // Gateway serves buckets and objects.

@@ -105,9 +105,9 @@ type RenewReport struct {
 	Failed  int // not renewed: no live node holds a share, or none answered
 }
 
-// RenewLeases walks every bucket and the uploads in progress and renews
-// the lease of every grid object they reference, as the gateway does at
-// start and every Config.LeaseRenew.
+// RenewLeases walks every bucket, the uploads in progress and
+// Config.References and renews the lease of every grid object they
+// reference, as the gateway does at start and every Config.LeaseRenew.
 func (g *Gateway) RenewLeases(ctx context.Context) (RenewReport, error) {
 	var rep RenewReport
 	refs, err := g.allRefs(ctx)
@@ -164,6 +164,13 @@ func (g *Gateway) allRefs(ctx context.Context) (map[sharefile.SI]bool, error) {
 		if err := g.bucketRefs(b, refs); err != nil {
 			return nil, err
 		}
+	}
+	if g.cfg.References != nil {
+		caps, err := g.cfg.References(ctx, g)
+		if err != nil {
+			g.log.Warn("lease renewal: other references not read; their objects are not renewed this time", "err", err)
+		}
+		addCaps(refs, caps)
 	}
 	return refs, g.uploadRefs(refs)
 }

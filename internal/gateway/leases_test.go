@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,5 +134,39 @@ func TestGatewayLeases(t *testing.T) {
 	}
 	if rep, err := gw.RenewLeases(ctx); err != nil || rep.Objects != 1 {
 		t.Fatalf("renewal walk after the abort: %+v, %v", rep, err)
+	}
+}
+
+// The renewal walk renews what Config.References names (the extents of
+// block volumes) beside the buckets' objects, and a failure to read
+// them leaves the buckets' renewal alone.
+func TestGatewayRenewsOtherReferences(t *testing.T) {
+	ctx := context.Background()
+	g := testgrid.New(t, testgrid.Options{Nodes: 5})
+	objs := g.Objects(object.Options{LeaseTerm: time.Hour})
+	rc, _, err := objs.Put(ctx, bytes.NewReader(bytes.Repeat([]byte("extent "), 2000)), -1, codec.Params{K: 2, N: 5, SegmentSize: 64 << 10}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fail atomic.Bool
+	gw, err := gateway.Open(ctx, gateway.Config{Dir: t.TempDir(), Nodes: g.NodeClient(), Objects: objs,
+		NoSync: true, LeaseRenew: -1, CancelDelay: -1,
+		References: func(ctx context.Context, _ *gateway.Gateway) ([]string, error) {
+			if fail.Load() {
+				return nil, errors.New("volumes not readable")
+			}
+			return []string{rc.String()}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	rep, err := gw.RenewLeases(ctx)
+	if err != nil || rep.Objects != 1 || rep.Renewed != 1 {
+		t.Fatalf("renewal with one other reference: %+v, %v", rep, err)
+	}
+	fail.Store(true)
+	if rep, err := gw.RenewLeases(ctx); err != nil || rep.Objects != 0 {
+		t.Fatalf("renewal with the other references failing: %+v, %v", rep, err)
 	}
 }

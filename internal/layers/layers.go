@@ -107,6 +107,10 @@ var packages = map[string]Layer{
 	// openfile is a file of the tree open for writing, spooled locally
 	// and committed at close: it imports only tree.
 	"internal/tree/openfile": Namespaces,
+	// volume keeps block volumes as extent objects and a map: it uses
+	// objects directly and keeps its maps in a catalog of its own
+	// interface, which the gateway's registry implements.
+	"internal/volume": Namespaces,
 
 	"internal/gateway":          FrontEnds,
 	"internal/gateway/s3":       FrontEnds,
@@ -122,6 +126,9 @@ var packages = map[string]Layer{
 	// sftp serves each user's bucket tree over SSH.
 	"internal/sftp": FrontEnds,
 	"internal/fuse": FrontEnds,
+	// nbd serves block devices of its own interface over the NBD
+	// protocol; it imports nothing of Quilt (cmd/quilt gives it volumes).
+	"internal/nbd": FrontEnds,
 
 	"internal/lab":          Lab,
 	"internal/lab/report":   Lab,

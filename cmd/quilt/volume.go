@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/atomicfile"
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/member"
+	"github.com/quilt-grid/quilt/internal/nbd"
+	"github.com/quilt-grid/quilt/internal/volume"
+)
+
+// volumeSet is the gateway registry's record set that holds the volumes'
+// maps.
+const volumeSet = "volumes"
+
+// registryCatalog keeps volume maps as records of the gateway's registry.
+type registryCatalog struct{ gw *gateway.Gateway }
+
+func (c registryCatalog) Get(ctx context.Context, name string) ([]byte, error) {
+	return c.gw.Record(ctx, volumeSet, name)
+}
+
+func (c registryCatalog) Put(ctx context.Context, name string, body []byte) error {
+	return c.gw.PutRecord(ctx, volumeSet, name, body)
+}
+
+func (c registryCatalog) Delete(ctx context.Context, name string) error {
+	return c.gw.DeleteRecord(ctx, volumeSet, name)
+}
+
+func (c registryCatalog) List(ctx context.Context) (map[string][]byte, error) {
+	return c.gw.Records(ctx, volumeSet)
+}
+
+const volumeUsage = `Usage: quilt volume create NAME --size SIZE
+       quilt volume ls
+       quilt volume clone SRC DST
+       quilt volume snapshot NAME SNAP     (makes the read-only volume NAME@SNAP)
+       quilt volume rm NAME
+       quilt volume import NAME FILE       (a raw image; the volume is made if missing)
+       quilt volume export NAME FILE       (a raw image; - for stdout)
+       quilt volume serve [--listen ADDR]  (every volume as a named NBD export)
+
+Block volumes for virtual machines, kept on the grid as 4 MiB extent objects
+and a map in the registry of the gateway in --dir (docs/volumes.md).`
+
+func runVolume(ctx context.Context, args []string) error {
+	fs := newFlagSet("volume", volumeUsage)
+	var g gridFlags
+	g.register(fs)
+	dir := fs.String("dir", "", "gateway state directory (default: the gateway 'quilt up' runs for the default grid, else $QUILT_HOME/gateway)")
+	sizeFlag := fs.String("size", "", "create: the volume's size (64MiB, 10GiB; a multiple of 512 bytes)")
+	listen := fs.String("listen", "127.0.0.1:10809", "serve: the NBD address (host:port)")
+	state := fs.String("state", "", "serve, import: the journals' directory (default DIR/volumes)")
+	if err := parseArgs(fs, args, -1); err != nil {
+		return err
+	}
+	want := map[string]int{"create": 2, "ls": 1, "clone": 3, "snapshot": 3, "rm": 2, "import": 3, "export": 3, "serve": 1}
+	verb := fs.Arg(0)
+	if n, ok := want[verb]; !ok || fs.NArg() != n {
+		fs.Usage()
+		return errUsage
+	}
+	if *dir == "" {
+		*dir = keyDir(g.grid)
+	}
+	if *state == "" {
+		*state = filepath.Join(*dir, "volumes")
+	}
+	var size int64
+	if verb == "create" {
+		var err error
+		if size, err = parseSize(*sizeFlag); err != nil || size <= 0 {
+			return fmt.Errorf("--size %q: want a size such as 64MiB", *sizeFlag)
+		}
+	}
+	s, err := g.connect()
+	if err != nil {
+		return err
+	}
+	// Work as a second gateway on a copy of the registry's key, as
+	// quilt key does: the running gateway keeps its replica locked.
+	reg, err := os.ReadFile(filepath.Join(*dir, "registry"))
+	if err != nil {
+		return fmt.Errorf("no gateway state in %s (start 'quilt gateway --dir %s' or 'quilt up' first): %w", *dir, *dir, err)
+	}
+	tmp, err := os.MkdirTemp("", "quilt-volume-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := atomicfile.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
+		return err
+	}
+	gw, err := openGateway(ctx, s, tmp, s.log)
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	happy, err := volumeHappy(ctx, s)
+	if err != nil {
+		return err
+	}
+	if verb == "serve" || verb == "import" {
+		release, err := lockDir(*state)
+		if err != nil {
+			return err
+		}
+		defer release()
+	} else if err := os.MkdirAll(*state, 0o700); err != nil {
+		return err
+	}
+	// Commands other than serve and import write nothing to a journal:
+	// they get one of their own, so a running server's is left alone.
+	jdir := *state
+	if verb != "serve" && verb != "import" {
+		jdir = filepath.Join(tmp, "volumes")
+	}
+	m, err := volume.New(volume.Config{Catalog: registryCatalog{gw}, Objects: s.objects, Params: codec.DefaultParams(),
+		Happy: happy, StateDir: jdir})
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "create":
+		return m.Create(ctx, fs.Arg(1), size)
+	case "ls":
+		ls, err := m.List(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSIZE\tSTORED\tMODE\tORIGIN")
+		for _, in := range ls {
+			mode := "rw"
+			if in.ReadOnly {
+				mode = "ro"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.Name, human(in.Size), human(int64(in.Stored())*volume.ExtentSize), mode, in.Origin)
+		}
+		return tw.Flush()
+	case "clone":
+		return m.Clone(ctx, fs.Arg(1), fs.Arg(2), false)
+	case "snapshot":
+		return m.Clone(ctx, fs.Arg(1), fs.Arg(1)+"@"+fs.Arg(2), true)
+	case "rm":
+		return m.Remove(ctx, fs.Arg(1))
+	case "import":
+		return volumeImport(ctx, m, fs.Arg(1), fs.Arg(2))
+	case "export":
+		return volumeExport(ctx, m, fs.Arg(1), fs.Arg(2))
+	}
+	return volumeServe(ctx, m, *listen)
+}
+
+// volumeHappy is how many distinct nodes an extent must reach: as many as
+// the grid has alive, up to 7 (as the gateway's objects).
+func volumeHappy(ctx context.Context, s *session) (int, error) {
+	ms, err := s.nodes.Members(ctx, 10*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	alive := 0
+	for _, m := range ms {
+		if m.State == member.Alive {
+			alive++
+		}
+	}
+	return max(1, min(alive, 7, codec.DefaultParams().N)), nil
+}
+
+// volumeImport copies a raw image into a volume, making it the image's
+// size (rounded up to a sector) if it does not exist.
+func volumeImport(ctx context.Context, m *volume.Manager, name, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if _, err := m.Stat(ctx, name); errors.Is(err, volume.ErrNotFound) {
+		if err := m.Create(ctx, name, (st.Size()+volume.Sector-1)/volume.Sector*volume.Sector); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	v, err := m.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	if st.Size() > v.Size() {
+		return fmt.Errorf("%s is %d bytes, volume %s only %d", file, st.Size(), name, v.Size())
+	}
+	buf := make([]byte, volume.ExtentSize)
+	for off := int64(0); off < st.Size(); {
+		n, err := io.ReadFull(f, buf)
+		if n > 0 {
+			if err := v.WriteAt(ctx, buf[:n], off, false); err != nil {
+				return err
+			}
+			off += int64(n)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return v.Flush(ctx)
+}
+
+// volumeExport writes a volume's committed contents to a raw image.
+func volumeExport(ctx context.Context, m *volume.Manager, name, file string) error {
+	v, err := m.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	out := os.Stdout
+	if file != "-" {
+		if out, err = os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+			return err
+		}
+	}
+	buf := make([]byte, volume.ExtentSize)
+	for off := int64(0); off < v.Size(); {
+		n := min(int64(len(buf)), v.Size()-off)
+		if err := v.ReadAt(ctx, buf[:n], off); err != nil {
+			return err
+		}
+		if _, err := out.Write(buf[:n]); err != nil {
+			return err
+		}
+		off += n
+	}
+	if file != "-" {
+		if err := out.Sync(); err != nil {
+			out.Close()
+			return err
+		}
+		return out.Close()
+	}
+	return nil
+}
+
+// volumeServe serves every volume as a named NBD export until interrupted.
+func volumeServe(ctx context.Context, m *volume.Manager, addr string) error {
+	srv := nbd.New(nbd.Config{
+		Exports: func(ctx context.Context) ([]string, error) {
+			ls, err := m.List(ctx)
+			names := make([]string, 0, len(ls))
+			for _, in := range ls {
+				names = append(names, in.Name)
+			}
+			return names, err
+		},
+		Open: func(ctx context.Context, name string) (nbd.Device, error) {
+			return m.Open(ctx, name)
+		},
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("volume serve: listen on %s: %w", addr, err)
+	}
+	go srv.Serve(ln)
+	fmt.Fprintf(os.Stderr, "quilt volume: serving NBD on %s (nbd://%s/NAME)\n", ln.Addr(), ln.Addr())
+	<-ctx.Done()
+	return srv.Close()
+}

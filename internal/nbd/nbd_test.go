@@ -1,0 +1,243 @@
+package nbd
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memDev is an in-memory device.
+type memDev struct {
+	mu      sync.Mutex
+	b       []byte
+	ro      bool
+	flushes int
+}
+
+func (d *memDev) Size() int64    { return int64(len(d.b)) }
+func (d *memDev) ReadOnly() bool { return d.ro }
+func (d *memDev) ReadAt(_ context.Context, p []byte, off int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	copy(p, d.b[off:])
+	return nil
+}
+func (d *memDev) WriteAt(_ context.Context, p []byte, off int64, fua bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	copy(d.b[off:], p)
+	if fua {
+		d.flushes++
+	}
+	return nil
+}
+func (d *memDev) Flush(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.flushes++
+	return nil
+}
+func (d *memDev) Zero(_ context.Context, off, n int64, _ bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.b[off : off+n])
+	return nil
+}
+func (d *memDev) Close() error { return nil }
+
+func serve(t *testing.T, devs map[string]*memDev) string {
+	s := New(Config{
+		Exports: func(context.Context) ([]string, error) {
+			var n []string
+			for k := range devs {
+				n = append(n, k)
+			}
+			return n, nil
+		},
+		Open: func(_ context.Context, name string) (Device, error) {
+			if d, ok := devs[name]; ok {
+				return d, nil
+			}
+			return nil, errors.New("no such export")
+		},
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	return ln.Addr().String()
+}
+
+type client struct {
+	t *testing.T
+	c net.Conn
+}
+
+func dial(t *testing.T, addr string) *client {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	t.Cleanup(func() { c.Close() })
+	cl := &client{t, c}
+	h := cl.read(18)
+	if binary.BigEndian.Uint64(h) != nbdMagic || binary.BigEndian.Uint64(h[8:]) != optMagic {
+		t.Fatalf("bad greeting %x", h)
+	}
+	cl.write(binary.BigEndian.AppendUint32(nil, flagFixedNewstyle|flagNoZeroes))
+	return cl
+}
+
+func (c *client) read(n int) []byte {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c.c, b); err != nil {
+		c.t.Fatal(err)
+	}
+	return b
+}
+
+func (c *client) write(b []byte) {
+	if _, err := c.c.Write(b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *client) option(opt uint32, data []byte) {
+	b := binary.BigEndian.AppendUint64(nil, optMagic)
+	b = binary.BigEndian.AppendUint32(b, opt)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+	c.write(append(b, data...))
+}
+
+// reply reads one option reply: its type and data.
+func (c *client) reply() (uint32, []byte) {
+	h := c.read(20)
+	if binary.BigEndian.Uint64(h) != repMagic {
+		c.t.Fatalf("bad reply magic %x", h)
+	}
+	return binary.BigEndian.Uint32(h[12:]), c.read(int(binary.BigEndian.Uint32(h[16:])))
+}
+
+func goData(name string) []byte {
+	d := binary.BigEndian.AppendUint32(nil, uint32(len(name)))
+	return append(append(d, name...), 0, 0)
+}
+
+// do sends a request and returns the reply's error and data.
+func (c *client) do(typ, flags uint16, off uint64, n uint32, payload []byte, readN int) (uint32, []byte) {
+	b := binary.BigEndian.AppendUint32(nil, requestMagic)
+	b = binary.BigEndian.AppendUint16(b, flags)
+	b = binary.BigEndian.AppendUint16(b, typ)
+	b = binary.BigEndian.AppendUint64(b, 42)
+	b = binary.BigEndian.AppendUint64(b, off)
+	b = binary.BigEndian.AppendUint32(b, n)
+	c.write(append(b, payload...))
+	h := c.read(16)
+	if binary.BigEndian.Uint32(h) != simpleReplyMg || binary.BigEndian.Uint64(h[8:]) != 42 {
+		c.t.Fatalf("bad simple reply %x", h)
+	}
+	errno := binary.BigEndian.Uint32(h[4:])
+	if errno != 0 {
+		return errno, nil
+	}
+	return 0, c.read(readN)
+}
+
+func TestNBDGoReadWriteFlush(t *testing.T) {
+	dev := &memDev{b: make([]byte, 1<<20)}
+	addr := serve(t, map[string]*memDev{"a": dev, "snap": {b: make([]byte, 4096), ro: true}})
+	c := dial(t, addr)
+	c.option(optList, nil)
+	var names []string
+	for range 3 {
+		typ, d := c.reply()
+		if typ == repAck {
+			break
+		}
+		names = append(names, string(d[4:]))
+	}
+	if len(names) != 2 {
+		t.Fatalf("LIST gave %q", names)
+	}
+	c.option(optGo, goData("nope"))
+	if typ, _ := c.reply(); typ != repErrUnknown {
+		t.Fatalf("GO of an unknown export: reply %#x", typ)
+	}
+	c.option(99, nil)
+	if typ, _ := c.reply(); typ != repErrUnsup {
+		t.Fatalf("unknown option: reply %#x", typ)
+	}
+	c.option(optGo, goData("a"))
+	typ, d := c.reply()
+	if typ != repInfo || binary.BigEndian.Uint64(d[2:]) != 1<<20 || binary.BigEndian.Uint16(d[10:])&tSendFlush == 0 {
+		t.Fatalf("GO: reply %d %x", typ, d)
+	}
+	for typ != repAck {
+		typ, _ = c.reply()
+	}
+	data := bytes.Repeat([]byte("quilt"), 1000)
+	if e, _ := c.do(cmdWrite, cmdFlagFUA, 777, uint32(len(data)), data, 0); e != 0 || dev.flushes != 1 {
+		t.Fatalf("write: errno %d, flushes %d", e, dev.flushes)
+	}
+	if e, got := c.do(cmdRead, 0, 777, uint32(len(data)), nil, len(data)); e != 0 || !bytes.Equal(got, data) {
+		t.Fatalf("read back: errno %d", e)
+	}
+	if e, _ := c.do(cmdFlush, 0, 0, 0, nil, 0); e != 0 || dev.flushes != 2 {
+		t.Fatalf("flush: errno %d, flushes %d", e, dev.flushes)
+	}
+	if e, _ := c.do(cmdWriteZeroes, 0, 777, 10, nil, 0); e != 0 || dev.b[780] != 0 || dev.b[787] == 0 {
+		t.Fatalf("write zeroes: errno %d", e)
+	}
+	if e, _ := c.do(cmdRead, 0, 1<<20-1, 2, nil, 0); e != eInval {
+		t.Fatalf("read past the end: errno %d", e)
+	}
+	if e, _ := c.do(cmdWrite, 0, 1<<20, 1, []byte{1}, 0); e != eNoSpc {
+		t.Fatalf("write past the end: errno %d", e)
+	}
+	if e, _ := c.do(5, 0, 0, 0, nil, 0); e != eNotSup {
+		t.Fatalf("unknown command: errno %d", e)
+	}
+	// The connection still serves after the errors.
+	if e, got := c.do(cmdRead, 0, 787, 5, nil, 5); e != 0 || string(got) != string(data[10:15]) {
+		t.Fatalf("read after errors: errno %d %q", e, got)
+	}
+
+	ro := dial(t, addr)
+	ro.option(optExportName, []byte("snap"))
+	h := ro.read(10)
+	if binary.BigEndian.Uint64(h) != 4096 || binary.BigEndian.Uint16(h[8:])&tReadOnly == 0 {
+		t.Fatalf("EXPORT_NAME: %x", h)
+	}
+	if e, _ := ro.do(cmdWrite, 0, 0, 1, []byte{1}, 0); e != ePerm {
+		t.Fatalf("write to a read-only export: errno %d", e)
+	}
+}
+
+func TestNBDBadHandshakeHangsUp(t *testing.T) {
+	addr := serve(t, map[string]*memDev{"a": {b: make([]byte, 512)}})
+	for _, bad := range [][]byte{
+		binary.BigEndian.AppendUint64(nil, 1),                                                 // bad option magic
+		append(binary.BigEndian.AppendUint64(nil, optMagic), 0, 0, 0, 7, 0xff, 0, 0, 0),       // huge option
+		append(binary.BigEndian.AppendUint64(nil, optMagic), 0, 0, 0, 1, 0, 0, 0, 1, 'z'),     // EXPORT_NAME of nothing
+		append(binary.BigEndian.AppendUint64(nil, optMagic), 0, 0, 0, 7, 0, 0, 0, 4, 0, 0, 0), // short GO, then EOF
+	} {
+		c := dial(t, addr)
+		c.write(bad)
+		c.c.(*net.TCPConn).CloseWrite()
+		buf := make([]byte, 4096)
+		for range 10 {
+			if _, err := c.c.Read(buf); err != nil {
+				break // the server hung up
+			}
+		}
+	}
+}
