@@ -33,7 +33,8 @@ run: build
 ## every fuzz target for $(FUZZTIME) (see docs/testing.md); then real
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
 ## Chromium), Swift (swift CLI, swiftclient, swift-bench) and SFTP (sftp,
-## scp, sshfs) and the FUSE mount (cp, diff, mv, git, tar)
+## scp, sshfs), the FUSE mount (cp, diff, mv, git, tar) and NBD volumes
+## (nbdinfo, qemu-io, qemu-img, nbdcopy)
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
@@ -44,6 +45,7 @@ test:
 	./test/swift-clients.sh
 	./test/sftp-clients.sh
 	./test/mount-clients.sh
+	./test/volume-clients.sh
 
 ## bench: codec micro-benchmarks (one core), then quilt bench on a fresh grid
 bench: build
