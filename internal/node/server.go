@@ -167,6 +167,9 @@ const maxListedTrailer = 1 << 20
 // trailer reads a share's trailer, or nil if it cannot (the reader then
 // asks for it separately, and finds out why).
 func (n *Node) trailer(ctx context.Context, key sharestore.Key) []byte {
+	if n.quarantined(key) != nil {
+		return nil
+	}
 	s, err := n.store.Open(ctx, key)
 	if err != nil {
 		return nil
@@ -219,6 +222,7 @@ func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	n.release(key) // a sound copy is in place
 	n.usageChanged()
 	writeJSON(w, http.StatusCreated, shareInfo(info))
 }
@@ -235,6 +239,10 @@ func (n *Node) getShare(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.Close()
+	if qerr := n.quarantined(key); qerr != nil {
+		writeError(w, errQuarantined(key, qerr))
+		return
+	}
 	info := s.Info()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Quilt-Root", fmt.Sprintf("%x", info.Root[:]))
@@ -275,8 +283,14 @@ func (n *Node) scrubShare(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info, err := n.store.Scrub(r.Context(), key)
-	if err != nil && !errors.Is(err, sharestore.ErrNotFound) {
-		n.log.Warn("scrub found a damaged share", "share", key.String(), "err", err)
+	switch {
+	case err == nil:
+		n.release(key)
+	case errors.Is(err, sharestore.ErrCorrupt):
+		n.log.Warn("scrub found a damaged share; quarantined until repaired", "share", key.String(), "err", err)
+		n.quarantine(key, err)
+	case !errors.Is(err, sharestore.ErrNotFound):
+		n.log.Warn("scrub could not read a share", "share", key.String(), "err", err)
 	}
 	if err != nil {
 		writeError(w, err)
