@@ -43,6 +43,8 @@ func runNode(ctx context.Context, args []string) error {
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
 	reconnect := fs.Duration("reconnect", 30*time.Second, "how often to try reaching members seen dead, and the old peers when none answered at start, so a healed partition or a restarted node rejoins")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
+	scrubEvery := fs.Duration("scrub-every", node.DefaultScrubEvery, "how long the scrub takes to re-read and re-hash every share once, spread evenly; a damaged share is quarantined until repaired (negative: never)")
+	scrubRate := fs.String("scrub-rate", "4MiB", "most bytes a second the scrub reads")
 	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -64,6 +66,10 @@ func runNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	srate, err := parseSize(*scrubRate)
+	if err != nil || srate <= 0 {
+		return fmt.Errorf("--scrub-rate %q: want a positive size a second, e.g. 4MiB", *scrubRate)
+	}
 	release, err := lockDir(*data)
 	if err != nil {
 		return err
@@ -72,7 +78,11 @@ func runNode(ctx context.Context, args []string) error {
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
 		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel),
 		Reconnect: *reconnect, Metrics: *metricsAddr,
-		LeaseSweep: *leaseSweep, LeaseGrace: graceFlag(*leaseGrace)}
+		LeaseSweep: *leaseSweep, LeaseGrace: graceFlag(*leaseGrace),
+		ScrubEvery: *scrubEvery, ScrubRate: srate}
+	if cfg.ScrubEvery == 0 {
+		cfg.ScrubEvery = -1
+	}
 	if cfg.Gossip == "" {
 		cfg.Gossip, err = nextPort(*listen)
 		if err != nil {
