@@ -490,6 +490,13 @@ func (n *Node) Invite() identity.Invite {
 // Members returns the grid's members as this node sees them.
 func (n *Node) Members() []member.Member { return n.members.Members() }
 
+// Client returns the node's own client of the grid (its identity, its
+// dialer), for a higher layer working on the node's behalf (a repairer).
+func (n *Node) Client() *Client { return n.client }
+
+// Dir returns the node's data directory.
+func (n *Node) Dir() string { return n.cfg.Dir }
+
 // Store returns the node's share store.
 func (n *Node) Store() sharestore.Store { return n.store }
 

@@ -19,30 +19,36 @@ const (
 )
 
 // Bucket is a token bucket of bytes: Wait lets through at most rate bytes
-// a second on average, in bursts of at most one second's worth. The
+// a second on average, in bursts of at most a twentieth of a second's
+// worth, so that no second sees more than 5% over the rate. The
 // scheduled scrub reads shares under one, a repairer moves shares under
 // another.
 type Bucket struct {
 	mu     sync.Mutex
 	rate   float64
+	burst  float64
 	tokens float64
 	last   time.Time
 }
 
-// NewBucket returns a bucket of rate bytes a second (at least 1), full.
+// NewBucket returns a bucket of rate bytes a second (at least 1), empty.
 func NewBucket(rate int64) *Bucket {
 	r := float64(max(rate, 1))
-	return &Bucket{rate: r, tokens: r, last: time.Now()}
+	return &Bucket{rate: r, burst: max(r/20, 1), last: time.Now()}
 }
+
+// Burst is the most bytes one Wait of the bucket lets through at once: a
+// reader metered by it should read no more than this at a time.
+func (b *Bucket) Burst() int { return int(b.burst) }
 
 // Wait takes n bytes from the bucket, sleeping until they are there; it
 // returns early with ctx's error if ctx ends.
 func (b *Bucket) Wait(ctx context.Context, n int64) error {
 	for n > 0 {
-		chunk := min(float64(n), b.rate)
+		chunk := min(float64(n), b.burst)
 		b.mu.Lock()
 		now := time.Now()
-		b.tokens = min(b.rate, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 		b.last = now
 		if b.tokens >= chunk {
 			b.tokens -= chunk

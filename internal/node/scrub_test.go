@@ -79,4 +79,3 @@ func TestScheduledScrubQuarantines(t *testing.T) {
 		t.Fatal("the replaced share is not the sound copy")
 	}
 }
-

@@ -33,6 +33,8 @@ func (n *Node) handler(extra http.Handler) http.Handler {
 	mux.HandleFunc("POST /v1/shares/{si}/{n}/scrub", n.scrubShare)
 	mux.HandleFunc("POST /v1/shares/{si}/renew", n.renewShares)
 	mux.HandleFunc("POST /v1/shares/{si}/cancel", n.cancelShares)
+	mux.HandleFunc("PUT /v1/repair/{si}", n.putRegistry)
+	mux.HandleFunc("GET /v1/repair", n.getRegistry)
 	return n.logRequests(mux)
 }
 
