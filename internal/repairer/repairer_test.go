@@ -11,6 +11,8 @@ import (
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/repairer"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/sharestore"
 	"github.com/quilt-grid/quilt/internal/testgrid"
 )
 
@@ -102,5 +104,63 @@ func TestRepairAfterNodeLoss(t *testing.T) {
 	t.Logf("%d bytes of shares moved", moved())
 	if moved() == 0 {
 		t.Fatal("nothing was moved, yet the objects are whole: was the victim holding no share?")
+	}
+}
+
+// Bits flipped in shares on three nodes: each node's scrub finds its
+// damaged share and quarantines it, and the repairers rebuild every one
+// in place, so the objects check clean and nothing stays quarantined.
+func TestScrubThenRepairInPlace(t *testing.T) {
+	ctx := context.Background()
+	g := testgrid.New(t, testgrid.Options{Nodes: 5})
+	g.WaitAlive(5)
+	obj := g.Objects(object.Options{})
+	p := codec.Params{K: 2, N: 5, SegmentSize: 16 << 10}
+	data := make([]byte, 40<<10)
+	rand.Read(data)
+	rc, _, err := obj.Put(ctx, bytes.NewReader(data), int64(len(data)), p, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc := rc.Verify()
+	if _, err := repairer.Register(ctx, g.NodeClient(), vc); err != nil {
+		t.Fatal(err)
+	}
+	damaged := 0
+	for _, n := range g.Nodes[:3] {
+		infos, err := n.Store().List(ctx, vc.SI)
+		if err != nil || len(infos) == 0 {
+			t.Fatalf("node holds %d shares: %v", len(infos), err)
+		}
+		if err := n.Store().(*sharestore.Disk).Corrupt(infos[0].Key, sharefile.HeaderSize+100); err != nil {
+			t.Fatal(err)
+		}
+		res, err := n.ScrubAll(ctx)
+		if err != nil || len(res.Damaged) != 1 {
+			t.Fatalf("scrub found %v: %v", res.Damaged, err)
+		}
+		damaged++
+	}
+	for _, n := range g.Nodes {
+		r, err := repairer.New(repairer.Config{Node: n, Every: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := obj.Check(ctx, vc, true)
+	if err != nil || !rep.Clean() {
+		t.Fatalf("after repair: %+v, %v", rep, err)
+	}
+	for i, n := range g.Nodes {
+		if q := n.Quarantined(); len(q) != 0 {
+			t.Errorf("node %d still quarantines %v", i, q)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := obj.Get(ctx, rc, &buf, 0, -1); err != nil || !bytes.Equal(buf.Bytes(), data) {
+		t.Fatalf("read after repair: %v", err)
 	}
 }
