@@ -61,6 +61,9 @@ type Result struct {
 	Objects  int // registered objects whose turn was this node's
 	Repaired int // shares rebuilt
 	Failed   int // objects that could not be repaired this pass
+	// Deferred is set when the pass did nothing because a member was
+	// suspect (neither known alive nor declared dead).
+	Deferred bool
 }
 
 // Repairer is a running repairer.
@@ -206,8 +209,15 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 	}
 	var live []string
 	for _, m := range r.node.Members() {
-		if m.State == member.Alive {
+		switch m.State {
+		case member.Alive:
 			live = append(live, m.ID)
+		case member.Suspect:
+			// Its shares may be back in a moment: copying them
+			// elsewhere now would only over-replicate. Wait for
+			// gossip to decide.
+			res.Deferred = true
+			return res, nil
 		}
 	}
 	self := string(r.node.ID())
