@@ -490,9 +490,11 @@ func (n *Node) Invite() identity.Invite {
 // Members returns the grid's members as this node sees them.
 func (n *Node) Members() []member.Member { return n.members.Members() }
 
-// Client returns the node's own client of the grid (its identity, its
-// dialer), for a higher layer working on the node's behalf (a repairer).
-func (n *Node) Client() *Client { return n.client }
+// LocalClient returns a new client of the grid with the node's identity
+// and dialer, which learns the members from the node itself (up as long
+// as the node is), for a higher layer working on the node's behalf (a
+// repairer).
+func (n *Node) LocalClient() *Client { return NewClientDial(n.Invite(), n.id, n.cfg.Dial) }
 
 // Dir returns the node's data directory.
 func (n *Node) Dir() string { return n.cfg.Dir }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,11 @@ const MaxRegistryEntry = 1024
 // the repairer (a higher layer) parses them.
 
 func (n *Node) registryDir() string { return filepath.Join(n.cfg.Dir, "repair") }
+
+// Register stores an entry of the node's repair registry (as a PUT of
+// /v1/repair/SI does): a higher layer that learnt it from another node
+// keeps it here too.
+func (n *Node) Register(si sharefile.SI, entry string) error { return n.register(si, entry) }
 
 // register stores an entry of the repair registry.
 func (n *Node) register(si sharefile.SI, entry string) error {
@@ -106,3 +112,21 @@ func (c *Client) Register(ctx context.Context, node string, si sharefile.SI, ent
 	resp.Body.Close()
 	return nil
 }
+
+// Registry returns the entries of a node's repair registry.
+func (c *Client) Registry(ctx context.Context, node string) ([]string, error) {
+	resp, err := c.do(ctx, "GET", node, "/v1/repair", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out []string
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxRegistryList)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("node %.8s: repair registry: %w", node, err)
+	}
+	return out, nil
+}
+
+// maxRegistryList bounds the answer of a registry read: a million
+// entries.
+const maxRegistryList = 1 << 30

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,15 +62,17 @@ type Result struct {
 	Objects  int // registered objects whose turn was this node's
 	Repaired int // shares rebuilt
 	Failed   int // objects that could not be repaired this pass
-	// Deferred is set when the pass did nothing because a member was
-	// suspect (neither known alive nor declared dead).
-	Deferred bool
+	// Deferred counts the objects left for a later pass because a node
+	// that may hold their shares did not answer (suspect, not yet
+	// declared dead).
+	Deferred int
 }
 
 // Repairer is a running repairer.
 type Repairer struct {
 	cfg    Config
 	node   *node.Node
+	nc     *node.Client // the node's identity, learning members from the node
 	bucket *node.Bucket
 	moved  atomic.Int64
 	obj    *object.Client
@@ -97,7 +100,8 @@ func New(cfg Config) (*Repairer, error) {
 		cfg.Budget = DefaultBudget
 	}
 	r.bucket = node.NewBucket(cfg.Budget)
-	grid := meteredGrid{TrailerGrid: object.NodeGrid{Client: cfg.Node.Client(), MaxAge: time.Second}, r: r}
+	r.nc = cfg.Node.LocalClient()
+	grid := meteredGrid{TrailerGrid: object.NodeGrid{Client: r.nc, MaxAge: time.Second}, r: r}
 	r.obj = object.New(grid, object.Options{
 		LeaseSecret: func(si sharefile.SI) []byte {
 			m := hmac.New(sha256.New, key)
@@ -207,20 +211,19 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if reg == nil {
+		reg = map[sharefile.SI]string{}
+	}
 	var live []string
 	for _, m := range r.node.Members() {
-		switch m.State {
-		case member.Alive:
+		if m.State == member.Alive {
 			live = append(live, m.ID)
-		case member.Suspect:
-			// Its shares may be back in a moment: copying them
-			// elsewhere now would only over-replicate. Wait for
-			// gossip to decide.
-			res.Deferred = true
-			return res, nil
 		}
 	}
 	self := string(r.node.ID())
+	if learnt := r.catchUp(ctx, live, reg); learnt > 0 {
+		r.log.Info("repair registry: learnt entries from a peer", "entries", learnt)
+	}
 	for si, entry := range reg {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
@@ -234,7 +237,19 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 			continue
 		}
 		res.Objects++
-		rep, err := r.obj.Repair(ctx, vc, false)
+		rep, err := r.obj.Check(ctx, vc, false)
+		if err == nil && rep.Clean() {
+			continue
+		}
+		if err == nil && len(rep.Unreached) > 0 {
+			// Its shares may be back in a moment: copying them
+			// elsewhere now would only over-replicate. Wait for
+			// gossip to decide.
+			res.Deferred++
+			r.log.Debug("repair deferred: a node did not answer", "si", hex.EncodeToString(si[:8]), "node", rep.Unreached[0].Node, "err", rep.Unreached[0].Err)
+			continue
+		}
+		rep, err = r.obj.Repair(ctx, vc, false)
 		if rep != nil {
 			for _, s := range rep.Repaired {
 				if s.Err == nil {
@@ -251,6 +266,52 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// catchUp reads the registry of one other live node, chosen at random,
+// and keeps the entries this node lacks (a node that was down when an
+// object was stored, or joined since, learns of it so), adding them to
+// reg. It returns how many it learnt; a peer that fails is tried again
+// next pass.
+func (r *Repairer) catchUp(ctx context.Context, live []string, reg map[sharefile.SI]string) int {
+	self := string(r.node.ID())
+	var peers []string
+	for _, id := range live {
+		if id != self {
+			peers = append(peers, id)
+		}
+	}
+	if len(peers) == 0 {
+		return 0
+	}
+	peer := peers[mrand.IntN(len(peers))]
+	// The client reaches nodes by ID once it has their addresses.
+	if _, err := r.nc.Members(ctx, time.Second); err != nil {
+		r.log.Debug("repair registry: members", "err", err)
+		return 0
+	}
+	entries, err := r.nc.Registry(ctx, peer)
+	if err != nil {
+		r.log.Debug("repair registry: a peer's", "peer", peer, "err", err)
+		return 0
+	}
+	learnt := 0
+	for _, e := range entries {
+		vc, err := codec.ParseVerifyCap(e)
+		if err != nil {
+			continue
+		}
+		if _, ok := reg[vc.SI]; ok {
+			continue
+		}
+		if err := r.node.Register(vc.SI, vc.String()); err != nil {
+			r.log.Warn("repair registry: keeping a peer's entry", "err", err)
+			continue
+		}
+		reg[vc.SI] = vc.String()
+		learnt++
+	}
+	return learnt
 }
 
 // Register gives every live node of the grid an entry of its repair
