@@ -197,7 +197,8 @@ func (n *Node) scrubPass(ctx context.Context, start time.Time, every time.Durati
 			n.release(i.Key)
 			n.scrubM.shares.WithLabelValues("ok").Inc()
 		case errors.Is(err, sharestore.ErrNotFound):
-			continue // deleted since the walk
+			n.release(i.Key) // deleted since the walk
+			continue
 		case errors.Is(err, sharestore.ErrCorrupt):
 			n.log.Warn("scrub found a damaged share; quarantined until repaired", "share", i.Key.String(), "err", err)
 			n.quarantine(i.Key, err)
