@@ -179,6 +179,16 @@ func (n *Node) scrubPass(ctx context.Context, start time.Time, every time.Durati
 	}); err != nil {
 		return res, err
 	}
+	// Shares deleted while quarantined need no repair.
+	held := make(map[sharestore.Key]bool, len(infos))
+	for _, i := range infos {
+		held[i.Key] = true
+	}
+	for _, k := range n.Quarantined() {
+		if !held[k] {
+			n.release(k)
+		}
+	}
 	var done int64
 	for _, i := range infos {
 		if every > 0 && total > 0 {
