@@ -17,6 +17,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/metrics"
 	"github.com/quilt-grid/quilt/internal/node"
+	"github.com/quilt-grid/quilt/internal/repairer"
 )
 
 const checkBlocksHelp = "hash every block of every share on arrival and refuse damaged ones at once (costs CPU on every byte stored); by default a node checks each upload's header, length and hash tree, and the blocks are checked by every reader and by scrub"
@@ -43,6 +44,10 @@ func runNode(ctx context.Context, args []string) error {
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
 	reconnect := fs.Duration("reconnect", 30*time.Second, "how often to try reaching members seen dead, and the old peers when none answered at start, so a healed partition or a restarted node rejoins")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
+	scrubEvery := fs.Duration("scrub-every", node.DefaultScrubEvery, "how long the scrub takes to re-read and re-hash every share once, spread evenly; a damaged share is quarantined until repaired (negative: never)")
+	scrubRate := fs.String("scrub-rate", "4MiB", "most bytes a second the scrub reads")
+	repairEvery := fs.Duration("repair-every", repairer.DefaultEvery, "how often to check the objects of the repair registry whose turn is this node's, and rebuild their missing and damaged shares (negative: never)")
+	repairBudget := fs.String("repair-budget", "4MiB", "most bytes of shares a second repair reads and writes")
 	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -64,6 +69,14 @@ func runNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	srate, err := parseSize(*scrubRate)
+	if err != nil || srate <= 0 {
+		return fmt.Errorf("--scrub-rate %q: want a positive size a second, e.g. 4MiB", *scrubRate)
+	}
+	rbudget, err := parseSize(*repairBudget)
+	if err != nil || rbudget <= 0 {
+		return fmt.Errorf("--repair-budget %q: want a positive size a second, e.g. 4MiB", *repairBudget)
+	}
 	release, err := lockDir(*data)
 	if err != nil {
 		return err
@@ -72,7 +85,11 @@ func runNode(ctx context.Context, args []string) error {
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
 		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel),
 		Reconnect: *reconnect, Metrics: *metricsAddr,
-		LeaseSweep: *leaseSweep, LeaseGrace: graceFlag(*leaseGrace)}
+		LeaseSweep: *leaseSweep, LeaseGrace: graceFlag(*leaseGrace),
+		ScrubEvery: *scrubEvery, ScrubRate: srate}
+	if cfg.ScrubEvery == 0 {
+		cfg.ScrubEvery = -1
+	}
 	if cfg.Gossip == "" {
 		cfg.Gossip, err = nextPort(*listen)
 		if err != nil {
@@ -102,12 +119,22 @@ func runNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	var rep *repairer.Repairer
+	if *repairEvery > 0 {
+		if rep, err = repairer.New(repairer.Config{Node: n.Node, Every: *repairEvery, Budget: rbudget, Logger: cfg.Logger}); err != nil {
+			n.Close()
+			return err
+		}
+	}
 	fmt.Fprintf(os.Stderr, "quilt node %s serving on %s (gossip %s)\ninvite: %s\n", n.ID(), n.Addr(), n.GossipAddr(), n.Invite())
 	if u := n.MetricsURL(); u != "" {
 		fmt.Fprintf(os.Stderr, "metrics: %s\n", u)
 	}
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "leaving the grid")
+	if rep != nil {
+		rep.Close()
+	}
 	return n.Close()
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/repairer"
 )
 
 // encodingFlags are the per-upload encoding choices.
@@ -91,6 +92,11 @@ func runPut(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	// The grid's repairers look after the object from its verify
+	// capability; a registry that no node took only loses that.
+	if _, rerr := repairer.Register(ctx, s.nodes, rc.Verify()); rerr != nil {
+		fmt.Fprintf(os.Stderr, "warning: the object's verify capability is in no node's repair registry: %v\n", rerr)
 	}
 	if *verbose {
 		for _, sh := range rep.Shares {

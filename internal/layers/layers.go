@@ -93,6 +93,9 @@ var packages = map[string]Layer{
 	"internal/codec":     Objects,
 	"internal/placement": Objects,
 	"internal/object":    Objects,
+	// repairer rebuilds the shares of the objects in a node's repair
+	// registry, from their verify capabilities.
+	"internal/repairer": Objects,
 
 	"internal/dag":       Namespaces,
 	"internal/namespace": Namespaces,

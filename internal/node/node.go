@@ -103,6 +103,13 @@ type Config struct {
 	// one): its API wants the grid's client certificates, which a
 	// monitoring system does not have.
 	Metrics string
+	// ScrubEvery is how long the scheduled scrub takes to re-read and
+	// re-hash every share once, spread evenly over the time (default 30
+	// days; negative: never). ScrubRate bounds the bytes a second it
+	// reads (default 4 MiB/s). A share found damaged is quarantined:
+	// reads of it answer ErrCorrupt until a sound copy replaces it.
+	ScrubEvery time.Duration
+	ScrubRate  int64
 }
 
 // Node is a running storage node.
@@ -131,6 +138,11 @@ type Node struct {
 	reg        *prometheus.Registry
 	metrics    *nodeMetrics
 	metricsSrv *metrics.Server // nil unless Config.Metrics
+
+	scrubRate *Bucket
+	scrubM    *scrubMetrics
+	quarMu    sync.Mutex
+	quar      map[sharestore.Key]error // shares found damaged, not yet replaced
 }
 
 // Start starts a node: opens its store, listens, starts gossip and joins
@@ -191,6 +203,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.peers = &http.Client{Transport: id.NewTransport(n.resolve, cfg.Dial)}
 	n.reg = metrics.NewRegistry()
 	n.metrics = n.newMetrics(n.reg)
+	n.newScrubMetrics(n.reg)
+	n.scrubRate = NewBucket(cmpOr(cfg.ScrubRate, DefaultScrubRate))
 	if cfg.Metrics != "" {
 		if n.metricsSrv, err = metrics.Listen(cfg.Metrics, n.reg); err != nil {
 			n.members.Shutdown()
@@ -237,9 +251,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Kill()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.background()
 	go n.sweepLeases()
+	go n.scrubLoop()
 	n.log.Info("node up", "id", id.ID, "addr", n.addr, "gossip", n.members.Addr(), "zone", cfg.Zone)
 	return n, nil
 }
@@ -475,6 +490,15 @@ func (n *Node) Invite() identity.Invite {
 // Members returns the grid's members as this node sees them.
 func (n *Node) Members() []member.Member { return n.members.Members() }
 
+// LocalClient returns a new client of the grid with the node's identity
+// and dialer, which learns the members from the node itself (up as long
+// as the node is), for a higher layer working on the node's behalf (a
+// repairer).
+func (n *Node) LocalClient() *Client { return NewClientDial(n.Invite(), n.id, n.cfg.Dial) }
+
+// Dir returns the node's data directory.
+func (n *Node) Dir() string { return n.cfg.Dir }
+
 // Store returns the node's share store.
 func (n *Node) Store() sharestore.Store { return n.store }
 
@@ -534,6 +558,14 @@ func (n *Node) markClosed() bool {
 	n.closed = true
 	close(n.stop)
 	return true
+}
+
+// cmpOr returns v unless it is zero or less, then def.
+func cmpOr(v, def int64) int64 {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // orDefault returns d unless it is zero or less, then def.

@@ -33,6 +33,8 @@ func (n *Node) handler(extra http.Handler) http.Handler {
 	mux.HandleFunc("POST /v1/shares/{si}/{n}/scrub", n.scrubShare)
 	mux.HandleFunc("POST /v1/shares/{si}/renew", n.renewShares)
 	mux.HandleFunc("POST /v1/shares/{si}/cancel", n.cancelShares)
+	mux.HandleFunc("PUT /v1/repair/{si}", n.putRegistry)
+	mux.HandleFunc("GET /v1/repair", n.getRegistry)
 	return n.logRequests(mux)
 }
 
@@ -167,6 +169,9 @@ const maxListedTrailer = 1 << 20
 // trailer reads a share's trailer, or nil if it cannot (the reader then
 // asks for it separately, and finds out why).
 func (n *Node) trailer(ctx context.Context, key sharestore.Key) []byte {
+	if n.quarantined(key) != nil {
+		return nil
+	}
 	s, err := n.store.Open(ctx, key)
 	if err != nil {
 		return nil
@@ -219,6 +224,7 @@ func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	n.release(key) // a sound copy is in place
 	n.usageChanged()
 	writeJSON(w, http.StatusCreated, shareInfo(info))
 }
@@ -235,6 +241,10 @@ func (n *Node) getShare(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.Close()
+	if qerr := n.quarantined(key); qerr != nil {
+		writeError(w, errQuarantined(key, qerr))
+		return
+	}
 	info := s.Info()
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("X-Quilt-Root", fmt.Sprintf("%x", info.Root[:]))
@@ -275,8 +285,14 @@ func (n *Node) scrubShare(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info, err := n.store.Scrub(r.Context(), key)
-	if err != nil && !errors.Is(err, sharestore.ErrNotFound) {
-		n.log.Warn("scrub found a damaged share", "share", key.String(), "err", err)
+	switch {
+	case err == nil:
+		n.release(key)
+	case errors.Is(err, sharestore.ErrCorrupt):
+		n.log.Warn("scrub found a damaged share; quarantined until repaired", "share", key.String(), "err", err)
+		n.quarantine(key, err)
+	case !errors.Is(err, sharestore.ErrNotFound):
+		n.log.Warn("scrub could not read a share", "share", key.String(), "err", err)
 	}
 	if err != nil {
 		writeError(w, err)
