@@ -183,7 +183,10 @@ for _ in $(seq 1 120); do [ -s "$env" ] && break; sleep 0.5; done
 . "$env"
 grep -q '^https://' <<<"$AWS_ENDPOINT_URL"
 test -s "$AWS_CA_BUNDLE"
-grep -q 'SHA-256 ' "$work/up-tls.log"
+# The banner with the CA's fingerprint comes once every front end is up,
+# after s3.env is written.
+for _ in $(seq 1 120); do grep -q 'SHA-256 ' "$work/up-tls.log" && break; sleep 0.5; done
+grep -q 'SHA-256 ' "$work/up-tls.log" || { cat "$work/up-tls.log"; echo "quilt up --s3-tls on printed no CA fingerprint"; exit 1; }
 "$aws" s3 mb s3://tls
 "$aws" s3 cp "$work/small" s3://tls/small --only-show-errors
 out=$("$aws" s3 ls s3://tls/)
