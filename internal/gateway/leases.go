@@ -303,8 +303,9 @@ func (g *Gateway) cancelDelay() time.Duration {
 	}
 }
 
-// retireLoop cancels the leases of retired objects once due, a batch per
-// bucket: one fresh walk of the bucket (and the uploads) per batch.
+// retireLoop cancels the leases of retired objects once due, in one batch
+// per tick: one fresh walk of every bucket, the uploads and the other
+// references per batch.
 func (k *leaseKeeper) retireLoop() {
 	defer k.wg.Done()
 	var pending []retirement
@@ -321,54 +322,66 @@ func (k *leaseKeeper) retireLoop() {
 		case <-t.C:
 		}
 		now := time.Now()
-		due := map[string][]string{}
+		var due []string
 		rest := pending[:0]
 		for _, r := range pending {
 			if r.due.After(now) {
 				rest = append(rest, r)
 			} else {
-				due[r.bucket] = append(due[r.bucket], r.caps...)
+				due = append(due, r.caps...)
 			}
 		}
 		pending = rest
-		for name, caps := range due {
-			select {
-			case <-k.stop:
-				return
-			default:
-			}
+		if len(due) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			k.g.cancelUnreferenced(ctx, name, caps)
+			k.g.cancelUnreferenced(ctx, due)
 			cancel()
 		}
 	}
 }
 
-// cancelUnreferenced cancels the leases of those of caps that neither
-// bucket name (as a fresh sync shows it) nor an upload in progress
-// references.
-func (g *Gateway) cancelUnreferenced(ctx context.Context, name string, caps []string) {
-	refs := map[sharefile.SI]bool{}
-	b, err := g.bucket(ctx, name)
-	switch {
-	case errors.Is(err, ErrNoBucket):
-		// Gone: it references nothing.
-	case err != nil:
-		g.log.Warn("lease cancellation: bucket not read; objects left to expire", "bucket", name, "err", err)
+// cancelUnreferenced cancels the leases of those of caps that no bucket
+// (as a fresh sync shows it), no upload in progress and nothing of
+// Config.References names.
+func (g *Gateway) cancelUnreferenced(ctx context.Context, caps []string) {
+	// Every bucket, not only the one that dropped the objects: a copy by
+	// reference (Swift's COPY, Rewrite) may name an object of another
+	// bucket. Anything not read leaves the objects to expire.
+	buckets, err := g.Buckets(ctx)
+	if err != nil {
+		g.log.Warn("lease cancellation: buckets not listed; objects left to expire", "err", err)
 		return
-	default:
+	}
+	refs := map[sharefile.SI]bool{}
+	for _, bi := range buckets {
+		b, err := g.bucket(ctx, bi.Name)
+		switch {
+		case errors.Is(err, ErrNoBucket):
+			continue // gone: it references nothing
+		case err != nil:
+			g.log.Warn("lease cancellation: bucket not read; objects left to expire", "bucket", bi.Name, "err", err)
+			return
+		}
 		if err := g.sync(ctx, b); err != nil {
-			g.log.Warn("lease cancellation: bucket not synced; objects left to expire", "bucket", name, "err", err)
+			g.log.Warn("lease cancellation: bucket not synced; objects left to expire", "bucket", bi.Name, "err", err)
 			return
 		}
 		if err := g.bucketRefs(b, refs); err != nil {
-			g.log.Warn("lease cancellation: bucket not walked; objects left to expire", "bucket", name, "err", err)
+			g.log.Warn("lease cancellation: bucket not walked; objects left to expire", "bucket", bi.Name, "err", err)
 			return
 		}
 	}
 	if err := g.uploadRefs(refs); err != nil {
 		g.log.Warn("lease cancellation: uploads not read; objects left to expire", "err", err)
 		return
+	}
+	if g.cfg.References != nil {
+		other, err := g.cfg.References(ctx, g)
+		if err != nil {
+			g.log.Warn("lease cancellation: other references not read; objects left to expire", "err", err)
+			return
+		}
+		addCaps(refs, other)
 	}
 	done := map[sharefile.SI]bool{}
 	for _, c := range caps {

@@ -170,3 +170,70 @@ func TestGatewayRenewsOtherReferences(t *testing.T) {
 		t.Fatalf("renewal with the other references failing: %+v, %v", rep, err)
 	}
 }
+
+// A copy by reference into another bucket (Swift's COPY) keeps its
+// object when the source key is deleted: the cancellation walk covers
+// every bucket, not only the one the delete was in.
+func TestGatewayLeasesAcrossBuckets(t *testing.T) {
+	ctx := context.Background()
+	g := testgrid.New(t, testgrid.Options{Nodes: 5})
+	gw, err := gateway.Open(ctx, gateway.Config{Dir: t.TempDir(), Nodes: g.NodeClient(),
+		Objects: g.Objects(object.Options{LeaseTerm: time.Hour}), NoSync: true, SyncEvery: 200 * time.Millisecond,
+		LeaseRenew: -1, CancelDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	for _, b := range []string{"src", "dst", "other"} {
+		if err := gw.CreateBucket(ctx, b, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := randBytes(50_000)
+	kept, err := gw.Put(ctx, "src", "k", bytes.NewReader(body), int64(len(body)), gateway.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.Rewrite(ctx, "src", "k", "dst", "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	// A second object, referenced by src only: its delete must free it,
+	// which shows the retirer has run once the wait below ends.
+	gone, err := gw.Put(ctx, "src", "gone", bytes.NewReader(randBytes(40_000)), 40_000, gateway.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares := func(c string) int {
+		rc, err := codec.ParseReadCap(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, nd := range g.Nodes {
+			infos, _ := nd.Store().List(ctx, rc.Key.StorageIndex())
+			n += len(infos)
+		}
+		return n
+	}
+	before := shares(kept.Cap)
+	if err := gw.Delete(ctx, "src", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Delete(ctx, "src", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for shares(gone.Cap) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the object only src referenced was not freed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := shares(kept.Cap); n != before {
+		t.Fatalf("the object dst still names has %d shares, had %d", n, before)
+	}
+	var out bytes.Buffer
+	if _, err := gw.Get(ctx, "dst", "k", &out, 0, -1); err != nil || !bytes.Equal(out.Bytes(), body) {
+		t.Fatalf("dst/k after src/k was deleted: %v", err)
+	}
+}
