@@ -121,6 +121,9 @@ var packages = map[string]Layer{
 	"internal/cfs": FrontEnds,
 	// sftp serves each user's bucket tree over SSH.
 	"internal/sftp": FrontEnds,
+	// webdav serves each user's bucket tree over WebDAV, with the SFTP
+	// server's users file.
+	"internal/webdav": FrontEnds,
 
 	"internal/lab":          Lab,
 	"internal/lab/report":   Lab,
