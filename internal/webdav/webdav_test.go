@@ -1,18 +1,16 @@
 package webdav_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -20,7 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/gateway/s3"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/sftp"
 	"github.com/quilt-grid/quilt/internal/testgrid"
@@ -499,6 +501,296 @@ func TestWebDAVTree(t *testing.T) {
 	})
 }
 
-var _ = bytes.MinRead
-var _ = errors.New
-var _ = path.Join
+func ctxT(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// raw sends a request with the path exactly as given (no cleaning, no
+// escaping by the client) and returns the status.
+func (f *fixture) raw(t *testing.T, method, path, user, pw string, hdr ...string) int {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n", method, path)
+	if user != "" {
+		r, _ := http.NewRequest("GET", "/", nil)
+		r.SetBasicAuth(user, pw)
+		req += "Authorization: " + r.Header.Get("Authorization") + "\r\n"
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req += hdr[i] + ": " + hdr[i+1] + "\r\n"
+	}
+	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	var code int
+	if _, err := fmt.Fscanf(c, "HTTP/1.1 %d", &code); err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return code
+}
+
+// TestWebDAVAuth: no credentials, a wrong password and an unknown user
+// get 401 with a Basic challenge; the right password gets in, and a
+// user only ever reaches their own tree.
+func TestWebDAVAuth(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "alice-files", "open sesame")
+	f.addUser(t, "bob", "bob-files", "hunter2")
+	ctx := ctxT(t)
+	for _, c := range []struct {
+		user, pw string
+		want     int
+	}{
+		{"", "", http.StatusUnauthorized},
+		{"alice", "wrong", http.StatusUnauthorized},
+		{"alice", "", http.StatusUnauthorized},
+		{"mallory", "open sesame", http.StatusUnauthorized},
+		{"alice", "open sesame", http.StatusMultiStatus},
+		{"alice", "open sesame", http.StatusMultiStatus}, // the remembered password
+		{"alice", "open sesamE", http.StatusUnauthorized},
+	} {
+		cl := f.client("alice", c.pw)
+		cl.user = c.user
+		var resp *http.Response
+		var err error
+		if c.user == "" {
+			req, _ := http.NewRequestWithContext(ctx, "PROPFIND", cl.href(""), nil)
+			req.Header.Set("Depth", "0")
+			resp, err = cl.hc.Do(req)
+		} else {
+			resp, err = cl.do(ctx, "PROPFIND", cl.href(""), nil, "Depth", "0")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Fatalf("%q/%q: status %d, want %d", c.user, c.pw, resp.StatusCode, c.want)
+		}
+		if c.want == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic ") {
+			t.Fatalf("401 without a Basic challenge: %v", resp.Header)
+		}
+	}
+	// A users file that no longer has the password: the remembered one
+	// is forgotten with it.
+	f.addUser(t, "carol", "carol-files", "pw")
+	if err := os.WriteFile(f.users, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, _, err := f.client("alice", "open sesame").call(ctx, "PROPFIND", "", "", "Depth", "0"); err != nil || st != http.StatusUnauthorized {
+		t.Fatalf("removed user: %d, %v", st, err)
+	}
+}
+
+// TestWebDAVConfinement: another user's tree, "..", "%2e%2e", "." and
+// empty elements, and a Destination outside one's tree are refused, and
+// nothing of the other tree is read, written or moved.
+func TestWebDAVConfinement(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "alice-files", "a")
+	f.addUser(t, "bob", "bob-files", "b")
+	ctx := ctxT(t)
+	bob := f.client("bob", "b")
+	if st, _, _, err := bob.call(ctx, "PUT", "secret.txt", "bob's"); err != nil || st != http.StatusCreated {
+		t.Fatalf("bob's put: %d, %v", st, err)
+	}
+	alice := f.client("alice", "a")
+	if st, _, _, err := alice.call(ctx, "PUT", "mine.txt", "alice's"); err != nil || st != http.StatusCreated {
+		t.Fatalf("alice's put: %d, %v", st, err)
+	}
+	for _, c := range []struct {
+		method, path string
+		want         int
+		hdr          []string
+	}{
+		{"GET", "/dav/bob/secret.txt", http.StatusForbidden, nil},
+		{"PUT", "/dav/bob/new.txt", http.StatusForbidden, nil},
+		{"GET", "/dav/alice/../bob/secret.txt", http.StatusBadRequest, nil},
+		{"GET", "/dav/alice/%2e%2e/bob/secret.txt", http.StatusBadRequest, nil},
+		{"GET", "/dav/alice/%2E%2E/bob/secret.txt", http.StatusBadRequest, nil},
+		{"DELETE", "/dav/alice/..%2fbob%2fsecret.txt", http.StatusBadRequest, nil},
+		{"GET", "/dav/alice/./mine.txt", http.StatusBadRequest, nil},
+		{"GET", "/dav/alice//mine.txt", http.StatusBadRequest, nil},
+		{"GET", "/dav/alice%2f..%2fbob/secret.txt", http.StatusBadRequest, nil},
+		{"GET", "/dav/bob%2fx/secret.txt", http.StatusForbidden, nil},
+		{"GET", "/secret.txt", http.StatusNotFound, nil},
+		{"MOVE", "/dav/alice/mine.txt", http.StatusForbidden, []string{"Destination", f.url + "/dav/bob/mine.txt"}},
+		{"COPY", "/dav/alice/mine.txt", http.StatusForbidden, []string{"Destination", f.url + "/dav/bob/mine.txt"}},
+		{"COPY", "/dav/alice/mine.txt", http.StatusForbidden, []string{"Destination", f.url + "/dav/alicex/mine.txt"}},
+		{"MOVE", "/dav/alice/mine.txt", http.StatusForbidden, []string{"Destination", f.url + "/dav/alice/%2e%2e/bob/secret.txt"}},
+		{"COPY", "/dav/alice/", http.StatusForbidden, []string{"Destination", f.url + "/dav/alice/sub"}},
+		{"GET", "/dav/alice/mine.txt", http.StatusOK, nil},
+	} {
+		if got := f.raw(t, c.method, c.path, "alice", "a", c.hdr...); got != c.want {
+			t.Errorf("%s %s %v: %d, want %d", c.method, c.path, c.hdr, got, c.want)
+		}
+	}
+	for _, name := range []string{"secret.txt"} {
+		if rc, _, err := f.gw.Tree("bob-files").Open(ctx, name, 0, -1); err != nil {
+			t.Fatalf("bob's %s: %v", name, err)
+		} else {
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			if string(b) != "bob's" {
+				t.Fatalf("bob's file holds %q", b)
+			}
+		}
+	}
+	if es, err := f.gw.Tree("bob-files").ReadDirAll(ctx, ""); err != nil || len(es) != 1 {
+		t.Fatalf("bob's tree: %v, %v", es, err)
+	}
+	if _, err := f.gw.Tree("alice-files").Stat(ctx, "mine.txt"); err != nil {
+		t.Fatalf("alice's file: %v", err)
+	}
+}
+
+// TestWebDAVDoors: a file written through WebDAV reads back through S3
+// from the same bucket, with the same ETag and the tree's metadata; a
+// file written through S3 reads through WebDAV, by ranges too; MOVE is a
+// rename and COPY of a collection copies its files and dead properties.
+func TestWebDAVDoors(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "photos", "pw")
+	ctx := ctxT(t)
+	admin, err := f.gw.CreateKey(ctx, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s3.New(f.gw, s3.Options{}))
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	sc := awss3.New(awss3.Options{BaseEndpoint: aws.String(srv.URL), Region: "us-east-1", UsePathStyle: true,
+		HTTPClient:  &http.Client{Transport: tr},
+		Credentials: credentials.NewStaticCredentialsProvider(admin.ID, admin.Secret, "")})
+	c := f.client("alice", "pw")
+	big := strings.Repeat("a grid object, not inline. ", 40)
+	if st, h, _, err := c.call(ctx, "MKCOL", "2026", ""); err != nil || st != http.StatusCreated {
+		t.Fatalf("mkcol: %d %v %v", st, h, err)
+	}
+	st, h, _, err := c.call(ctx, "PUT", "2026/trip.txt", big)
+	if err != nil || st != http.StatusCreated {
+		t.Fatalf("put: %d, %v", st, err)
+	}
+	davETag := h.Get("ETag")
+	out, err := sc.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("photos"), Key: aws.String("2026/trip.txt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(out.Body)
+	out.Body.Close()
+	if string(b) != big || aws.ToString(out.ETag) != davETag || out.Metadata["mtime"] == "" || out.Metadata["mode"] != "33188" {
+		t.Fatalf("through S3: %d bytes, ETag %s (WebDAV's %s), meta %v", len(b), aws.ToString(out.ETag), davETag, out.Metadata)
+	}
+	// Written through S3, read through WebDAV, whole and by ranges.
+	body := strings.Repeat("0123456789", 30)
+	if _, err := sc.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("photos"), Key: aws.String("2026/s3.txt"), Body: strings.NewReader(body)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		rng  string
+		want string
+		code int
+	}{
+		{"", body, http.StatusOK},
+		{"bytes=5-14", body[5:15], http.StatusPartialContent},
+		{"bytes=290-", body[290:], http.StatusPartialContent},
+		{"bytes=-3", body[297:], http.StatusPartialContent},
+		{"bytes=400-", "", http.StatusRequestedRangeNotSatisfiable},
+	} {
+		var hdr []string
+		if r.rng != "" {
+			hdr = []string{"Range", r.rng}
+		}
+		st, h, got, err := c.call(ctx, "GET", "2026/s3.txt", "", hdr...)
+		if err != nil || st != r.code || (st < 300 && got != r.want) {
+			t.Fatalf("GET %q: %d %q, %v", r.rng, st, got, err)
+		}
+		if st < 300 && h.Get("ETag") == "" {
+			t.Fatalf("GET %q: no ETag", r.rng)
+		}
+	}
+	// A dead property, then COPY of the collection and MOVE of the copy.
+	set := `<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:T="urn:test:"><D:set><D:prop><T:color>blue</T:color></D:prop></D:set></D:propertyupdate>`
+	if st, _, resp, err := c.call(ctx, "PROPPATCH", "2026/trip.txt", set); err != nil || st != http.StatusMultiStatus || !strings.Contains(resp, " 200 ") {
+		t.Fatalf("proppatch: %d %s %v", st, resp, err)
+	}
+	if st, _, _, err := c.call(ctx, "COPY", "2026", "", "Destination", c.href("copy"), "Depth", "infinity"); err != nil || st != http.StatusCreated {
+		t.Fatalf("copy: %d, %v", st, err)
+	}
+	if st, _, _, err := c.call(ctx, "MOVE", "copy", "", "Destination", c.href("moved")); err != nil || st != http.StatusCreated {
+		t.Fatalf("move: %d, %v", st, err)
+	}
+	es, err := c.propfind(ctx, "moved/trip.txt", 0)
+	if err != nil || len(es) != 1 || es[0].color != "blue" || es[0].info.Size != int64(len(big)) {
+		t.Fatalf("moved copy: %+v, %v", es, err)
+	}
+	if _, err := c.propfind(ctx, "copy", 0); err == nil {
+		t.Fatal("the copy is still there after its MOVE")
+	}
+	st, _, got, err := c.call(ctx, "GET", "moved/s3.txt", "")
+	if err != nil || st != http.StatusOK || got != body {
+		t.Fatalf("moved s3.txt: %d %d bytes, %v", st, len(got), err)
+	}
+}
+
+// TestWebDAVIntoItself: MOVE or COPY of a collection onto a collection
+// below it is refused before anything is removed (x/net/webdav would
+// delete the destination first, then fail the rename).
+func TestWebDAVIntoItself(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "files", "pw")
+	ctx := ctxT(t)
+	c := f.client("alice", "pw")
+	for _, r := range [][]string{{"MKCOL", "d", ""}, {"MKCOL", "d/sub", ""}, {"PUT", "d/sub/f", "x"}} {
+		if st, _, _, err := c.call(ctx, r[0], r[1], r[2]); err != nil || st != http.StatusCreated {
+			t.Fatalf("%v: %d, %v", r, st, err)
+		}
+	}
+	for _, m := range []string{"MOVE", "COPY"} {
+		st, h, _, err := c.call(ctx, m, "d", "", "Destination", c.href("d/sub"), "Overwrite", "T")
+		if err != nil || st != http.StatusForbidden || h.Get("X-Quilt-Error") != "invalid" {
+			t.Fatalf("%s d onto d/sub: %d %v, %v", m, st, h, err)
+		}
+	}
+	if _, err := f.gw.Tree("files").Stat(ctx, "d/sub/f"); err != nil {
+		t.Fatalf("d/sub/f after the refused moves: %v", err)
+	}
+}
+
+// TestWebDAVLocks: a locked file refuses a PUT without its token and
+// takes one with it; UNLOCK frees it.
+func TestWebDAVLocks(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "files", "pw")
+	ctx := ctxT(t)
+	c := f.client("alice", "pw")
+	if st, _, _, err := c.call(ctx, "PUT", "doc.txt", "v1"); err != nil || st != http.StatusCreated {
+		t.Fatalf("put: %d, %v", st, err)
+	}
+	lock := `<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>test</D:owner></D:lockinfo>`
+	st, h, _, err := c.call(ctx, "LOCK", "doc.txt", lock, "Timeout", "Second-60")
+	if err != nil || st != http.StatusOK || h.Get("Lock-Token") == "" {
+		t.Fatalf("lock: %d %v, %v", st, h, err)
+	}
+	token := h.Get("Lock-Token")
+	if st, _, _, _ := c.call(ctx, "PUT", "doc.txt", "v2"); st != http.StatusLocked {
+		t.Fatalf("put without the token: %d, want 423", st)
+	}
+	if st, _, _, _ := c.call(ctx, "PUT", "doc.txt", "v3", "If", "("+token+")"); st != http.StatusCreated {
+		t.Fatalf("put with the token: %d", st)
+	}
+	if st, _, _, _ := c.call(ctx, "UNLOCK", "doc.txt", "", "Lock-Token", token); st != http.StatusNoContent {
+		t.Fatalf("unlock: %d", st)
+	}
+	if st, _, got, _ := c.call(ctx, "GET", "doc.txt", ""); st != http.StatusOK || got != "v3" {
+		t.Fatalf("get: %d %q", st, got)
+	}
+}
