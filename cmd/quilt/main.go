@@ -52,6 +52,7 @@ var commands = map[string]command{
 	"key":     {"create, list and delete S3 access keys", runKey},
 	"swift":   {"manage Swift projects, users and endpoints", runSwift},
 	"sftp":    {"serve the buckets' file trees over SFTP (sftp, scp, sshfs)", runSFTP},
+	"webdav":  {"serve the buckets' file trees over WebDAV (file managers, rclone)", runWebDAV},
 	"lab":     {"run the papers' experiments on an emulated network", runLab},
 	"status":  {"say whether the grid is healthy: nodes by state and zone, space", runStatus},
 	"version": {"print the version and the commit it was built from", runVersion},
