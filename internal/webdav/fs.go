@@ -43,6 +43,8 @@ type fileSystem struct {
 	spool string
 	obj   ObjectInfo
 
+	body *bodyReader // a PUT's body
+
 	mu   sync.Mutex
 	last error // the request's last error, for the X-Quilt-Error header
 }
@@ -363,8 +365,15 @@ func (w *writeFile) Stat() (fs.FileInfo, error) {
 	return &fileInfo{Info: w.h.Info(w.base), fs: w.fs, w: w}, nil
 }
 
-// Close commits the file, then the dead properties set on it.
+// Close commits the file, then the dead properties set on it; after a
+// PUT whose body broke off, it drops the file instead.
 func (w *writeFile) Close() error {
+	if w.fs.body != nil {
+		if err := w.fs.body.failed(); err != nil {
+			w.h.Abort()
+			return w.fs.fail("close", w.h.Name(), fmt.Errorf("webdav: the body broke off, nothing written: %w", err))
+		}
+	}
 	if err := w.h.CloseContext(w.ctx); err != nil {
 		return w.fs.fail("close", w.h.Name(), err)
 	}

@@ -16,6 +16,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -151,6 +152,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fsys := &fileSystem{t: b.t, spool: s.cfg.SpoolDir}
+	if r.Method == http.MethodPut && r.Body != nil {
+		// x/net/webdav closes (commits) the file even when the body
+		// broke off: the file sees the body's error and drops it.
+		br := &bodyReader{ReadCloser: r.Body}
+		r.Body, fsys.body = br, br
+	}
 	if s.cfg.Object != nil {
 		bucket := u.Bucket
 		fsys.obj = func(ctx context.Context, key string) (string, string, error) {
@@ -181,6 +188,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	h.ServeHTTP(&errWriter{ResponseWriter: w, fs: fsys}, r)
+}
+
+// bodyReader remembers the first error of a request body other than its
+// end.
+type bodyReader struct {
+	io.ReadCloser
+	mu  sync.Mutex
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+func (b *bodyReader) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 // errWriter adds the X-Quilt-Error header, the tree's error in a word

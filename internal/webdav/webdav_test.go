@@ -794,3 +794,45 @@ func TestWebDAVLocks(t *testing.T) {
 		t.Fatalf("get: %d %q", st, got)
 	}
 }
+
+// TestWebDAVBrokenPut: a PUT whose body breaks off (the connection
+// half-closed before Content-Length bytes, or a chunked body gone bad
+// while the connection stays up) commits nothing: the old version stays
+// whole, and a new file does not appear.
+func TestWebDAVBrokenPut(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "files", "pw")
+	ctx := ctxT(t)
+	c := f.client("alice", "pw")
+	old := strings.Repeat("old version ", 20)
+	r, _ := http.NewRequest("GET", "/", nil)
+	r.SetBasicAuth("alice", "pw")
+	auth := r.Header.Get("Authorization")
+	half := strings.Repeat("x", 500)
+	for _, b := range []struct{ hdr, body string }{
+		{"Content-Length: 1000", half},
+		{"Transfer-Encoding: chunked", fmt.Sprintf("%x\r\n%s\r\nZZ\r\n", len(half), half)},
+	} {
+		for _, name := range []string{"f.txt", "new.txt"} {
+			if st, _, _, err := c.call(ctx, "PUT", "f.txt", old); err != nil || st != http.StatusCreated {
+				t.Fatalf("put: %d, %v", st, err)
+			}
+			conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			fmt.Fprintf(conn, "PUT /dav/alice/%s HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\n%s\r\n\r\n%s", name, auth, b.hdr, b.body)
+			conn.(*net.TCPConn).CloseWrite()
+			io.ReadAll(conn) // until the server is done with the request and closes
+			conn.Close()
+			st, _, got, err := c.call(ctx, "GET", "f.txt", "")
+			if err != nil || st != http.StatusOK || got != old {
+				t.Fatalf("%s: after a broken PUT of %s, f.txt: %d %q, %v", b.hdr, name, st, got, err)
+			}
+			if st, _, _, _ := c.call(ctx, "GET", "new.txt", ""); st != http.StatusNotFound {
+				t.Fatalf("%s: a broken PUT made new.txt: %d", b.hdr, st)
+			}
+		}
+	}
+}
