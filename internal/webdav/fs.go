@@ -9,8 +9,10 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"mime"
 	"net/http"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,7 +166,19 @@ func (f *fileSystem) OpenFile(ctx context.Context, name string, flag int, perm o
 type fileInfo struct {
 	tree.Info
 	fs *fileSystem
-	w  *writeFile // a file being written: its ETag is the committed version's
+
+	once      sync.Once // the object looked up once, when first asked
+	etag, typ string
+}
+
+// object returns the object's ETag and Content-Type ("" if unknown).
+func (i *fileInfo) object(ctx context.Context) (etag, typ string) {
+	i.once.Do(func() {
+		if i.fs.obj != nil && !i.IsDir() {
+			i.etag, i.typ, _ = i.fs.obj(ctx, i.Path)
+		}
+	})
+	return i.etag, i.typ
 }
 
 func (i *fileInfo) Name() string       { return i.Info.Name() }
@@ -177,26 +191,27 @@ func (i *fileInfo) Sys() any           { return i.Info }
 // ETag is the object's own ETag, looked up when asked (for a PUT, after
 // the commit), so a file changed through S3 gets a new one too.
 func (i *fileInfo) ETag(ctx context.Context) (string, error) {
-	if i.IsDir() || i.fs.obj == nil {
-		return "", xwebdav.ErrNotImplemented
-	}
-	e, _, err := i.fs.obj(ctx, i.Path)
-	if err != nil || e == "" {
+	e, _ := i.object(ctx)
+	if e == "" {
 		return "", xwebdav.ErrNotImplemented
 	}
 	return `"` + e + `"`, nil
 }
 
-// ContentType is the object's Content-Type.
+// ContentType is the object's Content-Type, else the extension's, else
+// application/octet-stream: never "not implemented", which would make
+// x/net/webdav read the start of every file a PROPFIND lists to sniff it.
 func (i *fileInfo) ContentType(ctx context.Context) (string, error) {
-	if i.IsDir() || i.fs.obj == nil {
-		return "", xwebdav.ErrNotImplemented
+	if i.IsDir() {
+		return "", xwebdav.ErrNotImplemented // not asked for collections
 	}
-	_, ct, err := i.fs.obj(ctx, i.Path)
-	if err != nil || ct == "" {
-		return "", xwebdav.ErrNotImplemented
+	if _, ct := i.object(ctx); ct != "" {
+		return ct, nil
 	}
-	return ct, nil
+	if ct := mime.TypeByExtension(path.Ext(i.Path)); ct != "" {
+		return ct, nil
+	}
+	return "application/octet-stream", nil
 }
 
 // readFile is a file open for reading: a stream of the tree's object
@@ -362,7 +377,7 @@ func (w *writeFile) Readdir(int) ([]fs.FileInfo, error) {
 }
 
 func (w *writeFile) Stat() (fs.FileInfo, error) {
-	return &fileInfo{Info: w.h.Info(w.base), fs: w.fs, w: w}, nil
+	return &fileInfo{Info: w.h.Info(w.base), fs: w.fs}, nil
 }
 
 // Close commits the file, then the dead properties set on it; after a
