@@ -352,9 +352,26 @@ type writeFile struct {
 	base  tree.Info
 	pos   int64
 	props []xwebdav.Proppatch // set before the commit (COPY), applied after it
+	from  *tree.Info          // the file this one is a copy of, by reference
+}
+
+// ReadFrom is io.Copy's way in: from a file of the same tree read from
+// its start into a file not written yet (x/net/webdav's COPY), the copy
+// is made by reference at Close, as a rename makes it (no byte is read
+// or written); from anything else, the bytes are written.
+func (w *writeFile) ReadFrom(r io.Reader) (int64, error) {
+	if src, ok := r.(*readFile); ok && src.fs.t == w.fs.t && src.pos == 0 && src.rc == nil && w.pos == 0 && w.h.Size() == 0 {
+		w.from = &src.info
+		w.pos = src.info.Size
+		return src.info.Size, nil
+	}
+	return io.Copy(struct{ io.Writer }{w}, r)
 }
 
 func (w *writeFile) Write(p []byte) (int, error) {
+	if w.from != nil {
+		return 0, errors.New("webdav: write after a copy by reference")
+	}
 	n, err := w.h.WriteAt(p, w.pos)
 	w.pos += int64(n)
 	return n, err
@@ -389,7 +406,20 @@ func (w *writeFile) Close() error {
 			return w.fs.fail("close", w.h.Name(), fmt.Errorf("webdav: the body broke off, nothing written: %w", err))
 		}
 	}
-	if err := w.h.CloseContext(w.ctx); err != nil {
+	if w.from != nil {
+		w.h.Abort()
+		meta := maps.Clone(w.from.Object.Meta)
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		if _, ok := meta[tree.MetaMtime]; !ok {
+			meta[tree.MetaMtime] = formatMtime(w.from.ModTime)
+		}
+		op := tree.Op{Key: w.h.Name(), From: w.from.Path, Meta: meta}
+		if err := w.fs.t.Store().Apply(w.ctx, []tree.Op{op}); err != nil {
+			return w.fs.fail("close", w.h.Name(), err)
+		}
+	} else if err := w.h.CloseContext(w.ctx); err != nil {
 		return w.fs.fail("close", w.h.Name(), err)
 	}
 	if len(w.props) == 0 {

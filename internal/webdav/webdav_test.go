@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +36,8 @@ import (
 // 127.0.0.1 with a users file in its directory.
 type fixture struct {
 	gw    *gateway.Gateway
-	url   string // http://127.0.0.1:PORT
+	opens atomic.Int64 // reads of objects by the server's trees
+	url   string       // http://127.0.0.1:PORT
 	users string
 }
 
@@ -53,8 +55,13 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { gw.Close() })
 	f := &fixture{gw: gw, users: filepath.Join(dir, "webdav-users")}
 	srv, err := webdav.New(webdav.Config{
-		Users:    func() (sftp.Users, error) { return sftp.LoadUsers(f.users) },
-		Tree:     sftp.GatewayTrees(gw),
+		Users: func() (sftp.Users, error) { return sftp.LoadUsers(f.users) },
+		Tree: func(ctx context.Context, bucket string) (*tree.Tree, error) {
+			if _, err := sftp.GatewayTrees(gw)(ctx, bucket); err != nil {
+				return nil, err
+			}
+			return tree.New(&countingStore{Store: gw.TreeStore(bucket), opens: &f.opens}), nil
+		},
 		Object:   webdav.GatewayObjects(gw),
 		SpoolDir: t.TempDir(),
 	})
@@ -70,6 +77,17 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(func() { hs.Close() })
 	f.url = "http://" + ln.Addr().String()
 	return f
+}
+
+// countingStore counts the reads of objects.
+type countingStore struct {
+	tree.Store
+	opens *atomic.Int64
+}
+
+func (s *countingStore) Open(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	s.opens.Add(1)
+	return s.Store.Open(ctx, key, off, length)
 }
 
 // addUser makes bucket and a user of it with password pw.
@@ -833,6 +851,40 @@ func TestWebDAVBrokenPut(t *testing.T) {
 			if st, _, _, _ := c.call(ctx, "GET", "new.txt", ""); st != http.StatusNotFound {
 				t.Fatalf("%s: a broken PUT made new.txt: %d", b.hdr, st)
 			}
+		}
+	}
+}
+
+// TestWebDAVCopyByReference: COPY of a file, or of a collection of files,
+// reads no object (copies by reference, as a MOVE); the copies read back
+// whole, and a copy over an existing file replaces it.
+func TestWebDAVCopyByReference(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "files", "pw")
+	ctx := ctxT(t)
+	c := f.client("alice", "pw")
+	big := strings.Repeat("grid object bytes ", 50)
+	for _, r := range [][]string{{"MKCOL", "d", ""}, {"PUT", "d/a", big}, {"PUT", "d/b", big + "b"}, {"PUT", "other", "short"}} {
+		if st, _, _, err := c.call(ctx, r[0], r[1], r[2]); err != nil || st != http.StatusCreated {
+			t.Fatalf("%v: %d, %v", r[:2], st, err)
+		}
+	}
+	before := f.opens.Load()
+	if st, _, _, err := c.call(ctx, "COPY", "d/a", "", "Destination", c.href("a-copy")); err != nil || st != http.StatusCreated {
+		t.Fatalf("copy: %d, %v", st, err)
+	}
+	if st, _, _, err := c.call(ctx, "COPY", "d/b", "", "Destination", c.href("other"), "Overwrite", "T"); err != nil || st != http.StatusNoContent {
+		t.Fatalf("copy over a file: %d, %v", st, err)
+	}
+	if st, _, _, err := c.call(ctx, "COPY", "d", "", "Destination", c.href("d2")); err != nil || st != http.StatusCreated {
+		t.Fatalf("copy of a collection: %d, %v", st, err)
+	}
+	if n := f.opens.Load() - before; n != 0 {
+		t.Fatalf("%d object reads for copies", n)
+	}
+	for name, want := range map[string]string{"a-copy": big, "other": big + "b", "d2/a": big, "d2/b": big + "b", "d/a": big} {
+		if st, _, got, err := c.call(ctx, "GET", name, ""); err != nil || st != http.StatusOK || got != want {
+			t.Fatalf("GET %s: %d %d bytes, %v", name, st, len(got), err)
 		}
 	}
 }
