@@ -11,9 +11,11 @@
 package webdav
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -151,6 +153,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "quilt: your bucket is not available", http.StatusServiceUnavailable)
 		return
 	}
+	switch r.Method {
+	case "PROPFIND", "PROPPATCH", "LOCK":
+		if !s.checkXML(w, r) {
+			return
+		}
+	}
 	fsys := &fileSystem{t: b.t, spool: s.cfg.SpoolDir}
 	if r.Method == http.MethodPut && r.Body != nil {
 		// x/net/webdav closes (commits) the file even when the body
@@ -188,6 +196,46 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	h.ServeHTTP(&errWriter{ResponseWriter: w, fs: fsys}, r)
+}
+
+// maxXMLBody bounds the XML body of a PROPFIND, PROPPATCH or LOCK.
+const maxXMLBody = 1 << 20
+
+// checkXML reads the XML body of r (up to maxXMLBody) and refuses, with
+// 400, one that is not well-formed as XML Namespaces require where Go's
+// encoding/xml does not check: a prefix bound to "" (xmlns:p=""). It
+// leaves the body for x/net/webdav to read again.
+func (s *Server) checkXML(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil {
+		return true
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxXMLBody+1))
+	r.Body.Close()
+	if err != nil {
+		http.Error(w, "quilt: reading the body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	if len(b) > maxXMLBody {
+		http.Error(w, "quilt: XML body over 1 MiB", http.StatusRequestEntityTooLarge)
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	d := xml.NewDecoder(bytes.NewReader(b))
+	for n := 0; n <= maxXMLBody; n++ { // a token takes at least a byte
+		tok, err := d.Token()
+		if err != nil {
+			return true // the end, or an error x/net/webdav will answer
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			for _, a := range se.Attr {
+				if a.Name.Space == "xmlns" && a.Value == "" {
+					http.Error(w, "quilt: xmlns:"+a.Name.Local+`="" binds a prefix to no namespace`, http.StatusBadRequest)
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // bodyReader remembers the first error of a request body other than its

@@ -888,3 +888,24 @@ func TestWebDAVCopyByReference(t *testing.T) {
 		}
 	}
 }
+
+// TestWebDAVXMLBodies: a PROPFIND body that binds a prefix to no
+// namespace is refused (400, as XML Namespaces and litmus's
+// propfind_invalid2 want), and so is an XML body over 1 MiB (413).
+func TestWebDAVXMLBodies(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "files", "pw")
+	ctx := ctxT(t)
+	c := f.client("alice", "pw")
+	bad := `<?xml version="1.0" encoding="utf-8"?><propfind xmlns="DAV:"><prop><bar:foo xmlns:bar=""/></prop></propfind>`
+	if st, _, _, err := c.call(ctx, "PROPFIND", "", bad, "Depth", "0"); err != nil || st != http.StatusBadRequest {
+		t.Fatalf("xmlns:bar=\"\": %d, %v", st, err)
+	}
+	big := `<?xml version="1.0"?><propfind xmlns="DAV:"><prop>` + strings.Repeat("<getetag/>", 110000) + `</prop></propfind>`
+	if st, _, _, err := c.call(ctx, "PROPFIND", "", big, "Depth", "0"); err != nil || st != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body of %d bytes: %d, %v", len(big), st, err)
+	}
+	if st, _, _, err := c.call(ctx, "PROPFIND", "", propfindBody, "Depth", "0"); err != nil || st != http.StatusMultiStatus {
+		t.Fatalf("a good body: %d, %v", st, err)
+	}
+}
