@@ -19,7 +19,7 @@ trap cleanup EXIT
 say() { printf '\n== %s\n' "$*"; }
 
 # litmus tests that fail because of golang.org/x/net/webdav (docs/files.md).
-known=" locks/fail_complex_cond_put locks/lock_shared "
+known=" locks/lock_shared "
 
 need=()
 command -v litmus >/dev/null || need+=(litmus)

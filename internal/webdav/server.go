@@ -188,7 +188,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := &xwebdav.Handler{
 		Prefix:     Prefix + name,
 		FileSystem: fsys,
-		LockSystem: b.locks,
+		LockSystem: &etagLocks{LockSystem: b.locks, fs: fsys, ctx: r.Context()},
 		Logger: func(r *http.Request, err error) {
 			if err != nil {
 				s.cfg.Logger.Debug("webdav: request", "user", name, "method", r.Method, "path", r.URL.Path, "err", err)
@@ -196,6 +196,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	h.ServeHTTP(&errWriter{ResponseWriter: w, fs: fsys}, r)
+}
+
+// etagLocks evaluates the entity tags of an If header's conditions
+// ("[ETAG]", "Not [ETAG]"), which x/net/webdav's in-memory lock system
+// ignores, before the lock tokens: a list whose tags do not hold fails,
+// as RFC 4918 section 10.4 wants.
+type etagLocks struct {
+	xwebdav.LockSystem
+	fs  *fileSystem
+	ctx context.Context
+}
+
+func (l *etagLocks) Confirm(now time.Time, name0, name1 string, conditions ...xwebdav.Condition) (func(), error) {
+	name := name0
+	if name == "" {
+		name = name1
+	}
+	cur := ""
+	if fi, err := l.fs.Stat(l.ctx, name); err == nil {
+		cur = fmt.Sprintf(`"%x%x"`, fi.ModTime().UnixNano(), fi.Size()) // x/net/webdav's default
+		if e, err := fi.(*fileInfo).ETag(l.ctx); err == nil {
+			cur = e
+		}
+	}
+	for _, c := range conditions {
+		if c.ETag != "" && (cur != "" && c.ETag == cur) == c.Not {
+			return nil, xwebdav.ErrConfirmationFailed
+		}
+	}
+	return l.LockSystem.Confirm(now, name0, name1, conditions...)
 }
 
 // maxXMLBody bounds the XML body of a PROPFIND, PROPPATCH or LOCK.

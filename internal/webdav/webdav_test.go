@@ -909,3 +909,39 @@ func TestWebDAVXMLBodies(t *testing.T) {
 		t.Fatalf("a good body: %d, %v", st, err)
 	}
 }
+
+// TestWebDAVIfETag: an If header's entity tags are evaluated beside its
+// lock token: a PUT with the lock's token and a wrong ETag fails (412),
+// with the right one it succeeds.
+func TestWebDAVIfETag(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "files", "pw")
+	ctx := ctxT(t)
+	c := f.client("alice", "pw")
+	st, h, _, err := c.call(ctx, "PUT", "doc.txt", "v1")
+	if err != nil || st != http.StatusCreated {
+		t.Fatalf("put: %d, %v", st, err)
+	}
+	etag := h.Get("ETag")
+	lock := `<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>`
+	st, h, _, err = c.call(ctx, "LOCK", "doc.txt", lock)
+	if err != nil || st != http.StatusOK {
+		t.Fatalf("lock: %d, %v", st, err)
+	}
+	token := h.Get("Lock-Token")
+	for _, bad := range []string{
+		"(" + token + ` ["wrong"])`,
+		"(" + token + ` ["wrong"]) (Not <DAV:no-lock> ["wrong"])`,
+		"(" + token + " Not [" + etag + "])",
+	} {
+		if st, _, _, _ := c.call(ctx, "PUT", "doc.txt", "v2", "If", bad); st != http.StatusPreconditionFailed {
+			t.Fatalf("If: %s: %d, want 412", bad, st)
+		}
+	}
+	if st, _, _, _ := c.call(ctx, "PUT", "doc.txt", "v3", "If", "("+token+" ["+etag+"])"); st != http.StatusCreated {
+		t.Fatalf("the right ETag: %d", st)
+	}
+	if st, _, got, _ := c.call(ctx, "GET", "doc.txt", ""); st != http.StatusOK || got != "v3" {
+		t.Fatalf("get: %d %q", st, got)
+	}
+}
