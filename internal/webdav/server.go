@@ -216,8 +216,10 @@ func (l *etagLocks) Confirm(now time.Time, name0, name1 string, conditions ...xw
 	cur := ""
 	if fi, err := l.fs.Stat(l.ctx, name); err == nil {
 		cur = fmt.Sprintf(`"%x%x"`, fi.ModTime().UnixNano(), fi.Size()) // x/net/webdav's default
-		if e, err := fi.(*fileInfo).ETag(l.ctx); err == nil {
-			cur = e
+		if fi, ok := fi.(*fileInfo); ok {
+			if e, err := fi.ETag(l.ctx); err == nil {
+				cur = e
+			}
 		}
 	}
 	for _, c := range conditions {
