@@ -122,7 +122,7 @@ func runWebDAV(ctx context.Context, args []string) error {
 	fs := newFlagSet("webdav", "Usage: quilt webdav --grid INVITE [flags]\n\nServes the file trees of the gateway's buckets over WebDAV at\nhttp://ADDR/dav/USER/ until interrupted. Each user of DIR/webdav-users\nlogs in with HTTP Basic auth and sees one bucket; the first start makes a\nuser \"quilt\" for bucket \"files\" with a password in DIR/webdav-password.\nPlain HTTP: serve it on 127.0.0.1, or behind a TLS proxy. See docs/files.md.")
 	var g gridFlags
 	g.register(fs)
-	addr := fs.String("listen", "127.0.0.1:7780", "WebDAV address (host:port)")
+	addr := fs.String("listen", "127.0.0.1:7790", "WebDAV address (host:port)")
 	dir := fs.String("dir", filepath.Join(home(), "gateway"), "gateway state directory")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
 	if err := parseArgs(fs, args, 0); err != nil {
