@@ -33,7 +33,8 @@ run: build
 ## every fuzz target for $(FUZZTIME) (see docs/testing.md); then real
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
 ## Chromium), Swift (swift CLI, swiftclient, swift-bench) and SFTP (sftp,
-## scp, sshfs), the FUSE mount (cp, diff, mv, git, tar) and NBD volumes
+## scp, sshfs), WebDAV (litmus, cadaver, rclone), the FUSE mount (cp, diff,
+## mv, git, tar) and NBD volumes
 ## (nbdinfo, qemu-io, qemu-img, nbdcopy)
 test:
 	$(GO) vet ./...
@@ -44,6 +45,7 @@ test:
 	./test/s3-clients.sh
 	./test/swift-clients.sh
 	./test/sftp-clients.sh
+	./test/webdav-clients.sh
 	./test/mount-clients.sh
 	./test/volume-clients.sh
 

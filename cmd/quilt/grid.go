@@ -180,6 +180,7 @@ func runUp(ctx context.Context, args []string) error {
 	s3tls.register(fs)
 	swiftAddr := fs.String("swift", "", "Swift endpoint of the grid's gateway, region RegionOne (default: host, port+2·nodes+1; \"off\": none)")
 	sftpAddr := fs.String("sftp", "", "SFTP address of the grid's gateway (default: host, port+2·nodes+2; \"off\": none; none without S3)")
+	davAddr := fs.String("webdav", "", "WebDAV address of the grid's gateway (default: host, port+4·nodes+4, after the metrics ports; \"off\": none; none without S3)")
 	metricsHost := fs.String("metrics", "127.0.0.1", upMetricsHelp)
 	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
@@ -327,6 +328,21 @@ func runUp(ctx context.Context, args []string) error {
 			}
 			defer ssvc.Close()
 			s3msg += sftpHint(ssvc)
+		}
+		if *davAddr != "off" {
+			addr := *davAddr
+			if addr == "" {
+				addr = net.JoinHostPort(*host, "0")
+				if *port != 0 {
+					addr = net.JoinHostPort(*host, strconv.Itoa(*port+4**nodes+4))
+				}
+			}
+			dsvc, err := startWebDAV(ctx, svc.gw, filepath.Join(*dir, "gateway"), addr, log)
+			if err != nil {
+				return fmt.Errorf("gateway: %w", err)
+			}
+			defer dsvc.Close()
+			s3msg += webdavHint(dsvc)
 		}
 	}
 	fmt.Fprintf(os.Stderr, `quilt grid of %d nodes is up (data in %s)

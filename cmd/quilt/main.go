@@ -55,6 +55,7 @@ var commands = map[string]command{
 	"swift":   {"manage Swift projects, users and endpoints", runSwift},
 	"sftp":    {"serve the buckets' file trees over SFTP (sftp, scp, sshfs)", runSFTP},
 	"mount":   {"mount a bucket's file tree on a directory (FUSE)", runMount},
+	"webdav":  {"serve the buckets' file trees over WebDAV (file managers, rclone)", runWebDAV},
 	"lab":     {"run the papers' experiments on an emulated network", runLab},
 	"status":  {"say whether the grid is healthy: nodes by state and zone, space", runStatus},
 	"volume":  {"block volumes for virtual machines: create, clone, snapshot, serve over NBD", runVolume},

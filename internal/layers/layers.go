@@ -132,6 +132,9 @@ var packages = map[string]Layer{
 	// nbd serves block devices of its own interface over the NBD
 	// protocol; it imports nothing of Quilt (cmd/quilt gives it volumes).
 	"internal/nbd": FrontEnds,
+	// webdav serves each user's bucket tree over WebDAV, with the SFTP
+	// server's users file.
+	"internal/webdav": FrontEnds,
 
 	"internal/lab":          Lab,
 	"internal/lab/report":   Lab,
