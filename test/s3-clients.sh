@@ -94,7 +94,7 @@ test -z "$out"
 out=$("$aws" s3api get-object-tagging --bucket cli --key data/small --query 'TagSet[0].Value' --output text)
 test "$out" = blue
 "$aws" s3 rm s3://cli/data/big --only-show-errors
-! "$aws" s3api head-object --bucket cli --key data/big >/dev/null 2>&1
+if "$aws" s3api head-object --bucket cli --key data/big >/dev/null 2>&1; then echo "data/big still there after s3 rm"; exit 1; fi
 if "$aws" s3 rb s3://cli 2>/dev/null; then echo "removed a non-empty bucket"; exit 1; fi
 
 say "boto3"

@@ -106,6 +106,6 @@ fusermount3 -u "$mnt"
 # What the mount did is what the bucket has: listed over sftp again.
 out=$(echo "ls" | sftp "${ssh_opts[@]}" -P "$QUILT_SFTP_PORT" -b - "$dest")
 grep -q docs <<<"$out"
-! grep -q tree <<<"$out"
+if grep -q tree <<<"$out"; then echo "tree still listed after rm -r"; exit 1; fi
 
 say "all SFTP clients passed"

@@ -94,7 +94,7 @@ cmp "$work/big" "$work/big.back"
 cmp "$work/big" "$work/big3.back"
 grep -q "big2 *300000" "$work/cadaver.out"
 grep -q "Value of color is: blue" "$work/cadaver.out"
-! grep -qi "failed" "$work/cadaver.out"
+if grep -qi "failed" "$work/cadaver.out"; then cat "$work/cadaver.out"; echo "cadaver reported a failure"; exit 1; fi
 
 say "rclone copy, check, sync"
 mkdir -p "$work/tree"
