@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Real NBD clients against `quilt volume serve` over the gateway of
-# `quilt up` (10 nodes on 127.0.0.1): libnbd's nbdinfo (named exports,
+# Real NBD clients against the NBD server of `quilt up` (10 nodes on
+# 127.0.0.1; nbd.env), and a `quilt volume serve` beside it: libnbd's nbdinfo (named exports,
 # --list) and nbdcopy, qemu-img (create, convert, compare over nbd://) and
 # qemu-io (pattern writes and reads, FUA, flush, write-zeroes, trim), and
 # fio (its nbd engine: random 4 KiB writes, then verified reads), ext4 on
@@ -49,8 +49,8 @@ export QUILT_HOME="$work/home"
 "$work/quilt" up --port 0 --no-fsync >"$work/up.log" 2>&1 &
 pid=$!
 gw="$work/home/grid/gateway"
-for _ in $(seq 1 120); do [ -s "$gw/sftp.env" ] && break; sleep 0.5; done
-[ -s "$gw/sftp.env" ] || { cat "$work/up.log"; echo "quilt up did not start"; exit 1; }
+for _ in $(seq 1 120); do [ -s "$gw/nbd.env" ] && break; sleep 0.5; done
+[ -s "$gw/nbd.env" ] || { cat "$work/up.log"; echo "quilt up did not start"; exit 1; }
 q() { timeout 60 "$work/quilt" volume --dir "$gw" "$@"; }
 
 say "create, import, ls"
@@ -63,8 +63,15 @@ grep -q '^img1 ' "$work/ls"
 if q create vm1 --size 1MiB 2>/dev/null; then echo "created vm1 twice"; exit 1; fi
 if q create 'bad/name' --size 1MiB 2>/dev/null; then echo "accepted a bad name"; exit 1; fi
 
-say "serve"
-"$work/quilt" volume --dir "$gw" serve --listen 127.0.0.1:0 >"$work/serve.log" 2>&1 &
+say "quilt up's NBD server (nbd.env); quilt volume serve beside it needs its own --state"
+. "$gw/nbd.env"
+url="$QUILT_NBD"
+case "$url" in nbd://127.0.0.1:[0-9]*) ;; *) echo "nbd.env: bad QUILT_NBD=$url"; exit 1;; esac
+if timeout 20 "$work/quilt" volume --dir "$gw" serve --listen 127.0.0.1:0 >"$work/serve.log" 2>&1; then
+	echo "a second server took quilt up's journals"; exit 1
+fi
+grep -qi 'lock\|in use' "$work/serve.log" || { cat "$work/serve.log"; exit 1; }
+"$work/quilt" volume --dir "$gw" serve --state "$work/state2" --listen 127.0.0.1:0 >"$work/serve.log" 2>&1 &
 spid=$!
 addr=
 for _ in $(seq 1 60); do
@@ -73,7 +80,9 @@ for _ in $(seq 1 60); do
 	sleep 0.5
 done
 [ -n "$addr" ] || { cat "$work/serve.log"; echo "quilt volume serve did not start"; exit 1; }
-url="nbd://$addr"
+t nbdinfo --list "nbd://$addr" | grep -q 'export="img1"'
+kill "$spid"; wait "$spid" 2>/dev/null || true
+spid=
 
 say "nbdinfo"
 t nbdinfo --list "$url" | tee "$work/list"

@@ -61,7 +61,7 @@ func runVolume(ctx context.Context, args []string) error {
 	dir := fs.String("dir", "", "gateway state directory (default: the gateway 'quilt up' runs for the default grid, else $QUILT_HOME/gateway)")
 	sizeFlag := fs.String("size", "", "create: the volume's size (64MiB, 10GiB; a multiple of 512 bytes)")
 	listen := fs.String("listen", "127.0.0.1:10809", "serve: the NBD address (host:port)")
-	state := fs.String("state", "", "serve, import: the journals' directory (default DIR/volumes)")
+	state := fs.String("state", "", "serve: the journals' directory (default DIR/volumes)")
 	if err := parseArgs(fs, args, -1); err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func runVolume(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if verb == "serve" || verb == "import" {
+	if verb == "serve" {
 		release, err := lockDir(*state)
 		if err != nil {
 			return err
@@ -120,10 +120,11 @@ func runVolume(ctx context.Context, args []string) error {
 	} else if err := os.MkdirAll(*state, 0o700); err != nil {
 		return err
 	}
-	// Commands other than serve and import write nothing to a journal:
-	// they get one of their own, so a running server's is left alone.
+	// Commands other than serve get a journal directory of their own, so
+	// a running server's is left alone (a journal is never read back
+	// after its handle: a volume opens at its committed map).
 	jdir := *state
-	if verb != "serve" && verb != "import" {
+	if verb != "serve" {
 		jdir = filepath.Join(tmp, "volumes")
 	}
 	m, err := volume.New(volume.Config{Catalog: registryCatalog{gw}, Objects: s.objects, Params: codec.DefaultParams(),
@@ -261,6 +262,25 @@ func volumeExport(ctx context.Context, m *volume.Manager, name, file string) err
 
 // volumeServe serves every volume as a named NBD export until interrupted.
 func volumeServe(ctx context.Context, m *volume.Manager, addr string) error {
+	ns, err := listenNBD(m, addr)
+	if err != nil {
+		return fmt.Errorf("volume serve: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "quilt volume: serving NBD on %s (nbd://%s/NAME)\n", ns.addr, ns.addr)
+	<-ctx.Done()
+	return ns.Close()
+}
+
+// nbdService is an NBD server of a manager's volumes, every volume a named
+// export.
+type nbdService struct {
+	srv     *nbd.Server
+	addr    string // host:port it listens on
+	release func() // unlocks the journals' directory, if it was locked here
+}
+
+// listenNBD starts serving m's volumes on addr.
+func listenNBD(m *volume.Manager, addr string) (*nbdService, error) {
 	srv := nbd.New(nbd.Config{
 		Exports: func(ctx context.Context) ([]string, error) {
 			ls, err := m.List(ctx)
@@ -276,10 +296,54 @@ func volumeServe(ctx context.Context, m *volume.Manager, addr string) error {
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("volume serve: listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("NBD: listen on %s: %w", addr, err)
 	}
 	go srv.Serve(ln)
-	fmt.Fprintf(os.Stderr, "quilt volume: serving NBD on %s (nbd://%s/NAME)\n", ln.Addr(), ln.Addr())
-	<-ctx.Done()
-	return srv.Close()
+	return &nbdService{srv: srv, addr: ln.Addr().String()}, nil
+}
+
+// Close stops serving; connected clients' writes are flushed.
+func (ns *nbdService) Close() error {
+	err := ns.srv.Close()
+	if ns.release != nil {
+		ns.release()
+	}
+	return err
+}
+
+// startUpNBD serves the volumes of quilt up's gateway on addr, with
+// journals in dir/volumes, and writes dir/nbd.env.
+func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr string) (*nbdService, error) {
+	happy, err := volumeHappy(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	state := filepath.Join(dir, "volumes")
+	release, err := lockDir(state)
+	if err != nil {
+		return nil, err
+	}
+	m, err := volume.New(volume.Config{Catalog: registryCatalog{gw}, Objects: s.objects, Params: codec.DefaultParams(),
+		Happy: happy, StateDir: state})
+	if err != nil {
+		release()
+		return nil, err
+	}
+	ns, err := listenNBD(m, addr)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	ns.release = release
+	env := fmt.Sprintf("export QUILT_NBD=nbd://%s\n", ns.addr)
+	if err := atomicfile.WriteFile(filepath.Join(dir, "nbd.env"), []byte(env), 0o600); err != nil {
+		ns.Close()
+		return nil, err
+	}
+	return ns, nil
+}
+
+// nbdHint is quilt up's banner line for the NBD server.
+func nbdHint(ns *nbdService) string {
+	return fmt.Sprintf("NBD:   nbd://%s/NAME  (block volumes)\n       quilt volume create vm1 --size 10GiB; nbdinfo nbd://%s/vm1\n", ns.addr, ns.addr)
 }
