@@ -20,26 +20,34 @@ import (
 )
 
 // volumeSet is the gateway registry's record set that holds the volumes'
-// maps.
-const volumeSet = "volumes"
+// maps; leaseSet holds the writers' leases, one record per volume open
+// for writing.
+const (
+	volumeSet = "volumes"
+	leaseSet  = "volume-leases"
+)
 
-// registryCatalog keeps volume maps as records of the gateway's registry.
-type registryCatalog struct{ gw *gateway.Gateway }
+// registryCatalog keeps volume maps (or leases) as records of one set of
+// the gateway's registry.
+type registryCatalog struct {
+	gw  *gateway.Gateway
+	set string
+}
 
 func (c registryCatalog) Get(ctx context.Context, name string) ([]byte, error) {
-	return c.gw.Record(ctx, volumeSet, name)
+	return c.gw.Record(ctx, c.set, name)
 }
 
 func (c registryCatalog) Put(ctx context.Context, name string, body []byte) error {
-	return c.gw.PutRecord(ctx, volumeSet, name, body)
+	return c.gw.PutRecord(ctx, c.set, name, body)
 }
 
 func (c registryCatalog) Delete(ctx context.Context, name string) error {
-	return c.gw.DeleteRecord(ctx, volumeSet, name)
+	return c.gw.DeleteRecord(ctx, c.set, name)
 }
 
 func (c registryCatalog) List(ctx context.Context) (map[string][]byte, error) {
-	return c.gw.Records(ctx, volumeSet)
+	return c.gw.Records(ctx, c.set)
 }
 
 const volumeUsage = `Usage: quilt volume create NAME --size SIZE
@@ -127,8 +135,16 @@ func runVolume(ctx context.Context, args []string) error {
 	if verb != "serve" {
 		jdir = filepath.Join(tmp, "volumes")
 	}
-	m, err := volume.New(volume.Config{Catalog: registryCatalog{gw}, Objects: s.objects, Params: codec.DefaultParams(),
-		Happy: happy, StateDir: jdir})
+	cfg := volume.Config{Catalog: registryCatalog{gw, volumeSet}, Objects: s.objects, Params: codec.DefaultParams(),
+		Happy: happy, StateDir: jdir}
+	if verb == "serve" || verb == "import" {
+		// Writers take the volume's lease: one writer per volume.
+		cfg.Leases = registryCatalog{gw, leaseSet}
+	}
+	if verb == "serve" {
+		cfg.LeaseOwner = leaseOwner(*state)
+	}
+	m, err := volume.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -323,8 +339,8 @@ func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr 
 	if err != nil {
 		return nil, err
 	}
-	m, err := volume.New(volume.Config{Catalog: registryCatalog{gw}, Objects: s.objects, Params: codec.DefaultParams(),
-		Happy: happy, StateDir: state})
+	m, err := volume.New(volume.Config{Catalog: registryCatalog{gw, volumeSet}, Objects: s.objects, Params: codec.DefaultParams(),
+		Happy: happy, StateDir: state, Leases: registryCatalog{gw, leaseSet}, LeaseOwner: leaseOwner(state)})
 	if err != nil {
 		release()
 		return nil, err
@@ -341,6 +357,17 @@ func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr 
 		return nil, err
 	}
 	return ns, nil
+}
+
+// leaseOwner names a server in its volumes' leases by its host and its
+// locked journals' directory: a server restarted on it takes over the
+// leases of the one that crashed without waiting for them to run out.
+func leaseOwner(state string) string {
+	host, _ := os.Hostname()
+	if abs, err := filepath.Abs(state); err == nil {
+		state = abs
+	}
+	return host + ":" + state
 }
 
 // nbdHint is quilt up's banner line for the NBD server.

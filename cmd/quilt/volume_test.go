@@ -172,7 +172,9 @@ func pattern(seed int64, n int) []byte {
 	return b
 }
 
-// Crash safety with real processes: a client writes four extents and
+// Crash safety with real processes (and one writer per volume: a second
+// server is refused the volume, the restarted one takes its lease over
+// at once): a client writes four extents and
 // FLUSHes (acknowledged), then overwrites two extents whole and part of a
 // third without waiting for a flush, sends a FLUSH it does not wait for,
 // and `quilt volume serve` is SIGKILLed. A new `quilt volume serve` on
@@ -197,6 +199,15 @@ func TestCLIVolumeServeCrash(t *testing.T) {
 	if c.size != 20<<20 {
 		t.Fatalf("export size %d", c.size)
 	}
+	// One writer per volume: a server on another state directory is
+	// refused the volume while this one holds its lease.
+	other, oaddr := startVolumeServe(t, g, gw.dir, filepath.Join(g.base, "journals2"))
+	if c2, err := dialNBD(oaddr, "vm"); err == nil {
+		c2.c.Close()
+		t.Fatal("a second server opened the volume for writing")
+	}
+	other.Process.Kill()
+	other.Wait()
 	flushed := pattern(1, 4*ext)
 	if err := c.write(0, flushed); err != nil {
 		t.Fatal(err)
