@@ -256,3 +256,89 @@ func TestCLIVolumeServeCrash(t *testing.T) {
 		t.Fatal("extents the later writes did not touch changed")
 	}
 }
+
+// quilt up serves its gateway's volumes over NBD and writes nbd.env;
+// quilt volume create against its gateway makes a volume that clients
+// then write and read through it. With --nbd off there is no nbd.env.
+func TestCLIUpServesNBD(t *testing.T) {
+	bin := buildQuilt(t)
+	base := t.TempDir()
+	envv := append(os.Environ(), "QUILT_HOME="+filepath.Join(base, "home"), "QUILT_GRID=")
+	up := func(dir string, extra ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append([]string{"up", "--port", "0", "--nodes", "3", "--no-fsync", "--dir", dir}, extra...)...)
+		cmd.Env = envv
+		log, _ := os.Create(dir + ".log")
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+		return cmd
+	}
+	dir := filepath.Join(base, "grid")
+	up(dir)
+	gw := filepath.Join(dir, "gateway")
+	env := waitFile(t, filepath.Join(gw, "nbd.env"), 60*time.Second)
+	m := regexp.MustCompile(`^export QUILT_NBD=nbd://(127\.0\.0\.1:\d+)$`).FindStringSubmatch(env)
+	if m == nil {
+		t.Fatalf("nbd.env: %q", env)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		b, _ := os.ReadFile(dir + ".log")
+		if bytes.Contains(b, []byte("NBD:   nbd://"+m[1])) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the banner lacks the NBD address:\n%s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	create := exec.Command(bin, "volume", "create", "vm1", "--size", "8MiB", "--dir", gw)
+	create.Env = envv
+	if out, err := create.CombinedOutput(); err != nil {
+		t.Fatalf("volume create: %v\n%s", err, out)
+	}
+	c, err := dialNBD(m[1], "vm1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.c.Close()
+	data := pattern(3, 1<<20)
+	if err := c.write(3<<20, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.flush(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.read(3<<20, len(data))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %v", err)
+	}
+	if _, err := dialNBD(m[1], "nope"); err == nil {
+		t.Fatal("an unknown export was opened")
+	}
+
+	off := filepath.Join(base, "grid-off")
+	up(off, "--nbd", "off")
+	// The banner follows every front end's start.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(off + ".log")
+		if bytes.Contains(b, []byte("stop with Ctrl-C")) {
+			if bytes.Contains(b, []byte("NBD:")) {
+				t.Fatalf("--nbd off: the banner has NBD:\n%s", b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("quilt up --nbd off did not start:\n%s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(off, "gateway", "nbd.env")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("--nbd off wrote nbd.env: %v", err)
+	}
+}
