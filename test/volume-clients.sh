@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# Real NBD clients against `quilt volume serve` over the gateway of
-# `quilt up` (10 nodes on 127.0.0.1): libnbd's nbdinfo (named exports,
+# Real NBD clients against the NBD server of `quilt up` (10 nodes on
+# 127.0.0.1; nbd.env), and a `quilt volume serve` beside it: libnbd's nbdinfo (named exports,
 # --list) and nbdcopy, qemu-img (create, convert, compare over nbd://) and
 # qemu-io (pattern writes and reads, FUA, flush, write-zeroes, trim), and
+# fio (its nbd engine: random 4 KiB writes, then verified reads), ext4 on
+# nbdfuse and a loop device (mkfs, files, umount, fsck -n, read back), and
 # the volume verbs (create, ls, clone, snapshot, import, export, rm).
-# Installs libnbd-bin and qemu-utils with apt when missing; fails if they
+# Installs libnbd-bin, qemu-utils, fio, nbdfuse, fuse3 with apt when missing; fails if they
 # cannot be installed: nothing is skipped. Every step is bounded.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 pid=
 spid=
+mnt=
+loop=
 cleanup() {
+	if [ -n "$mnt" ]; then
+		mountpoint -q "$mnt/fs" 2>/dev/null && umount "$mnt/fs" || true
+		[ -n "$loop" ] && losetup -d "$loop" 2>/dev/null || true
+		fusermount3 -u "$mnt/fuse" 2>/dev/null || true
+	fi
 	[ -n "$spid" ] && kill "$spid" 2>/dev/null && wait "$spid" 2>/dev/null || true
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	rm -rf "$work"
@@ -23,6 +32,11 @@ t() { timeout 60 "$@"; }
 need=()
 command -v nbdinfo >/dev/null && command -v nbdcopy >/dev/null || need+=(libnbd-bin)
 command -v qemu-img >/dev/null && command -v qemu-io >/dev/null || need+=(qemu-utils)
+command -v fio >/dev/null || need+=(fio)
+command -v nbdfuse >/dev/null || need+=(nbdfuse)
+command -v fusermount3 >/dev/null || need+=(fuse3)
+command -v mkfs.ext4 >/dev/null && command -v fsck.ext4 >/dev/null || need+=(e2fsprogs)
+command -v losetup >/dev/null || need+=(mount)
 if [ ${#need[@]} -gt 0 ]; then
 	say "installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then timeout 300 apt-get install -y -qq "${need[@]}" >/dev/null || { timeout 120 apt-get update -qq && timeout 300 apt-get install -y -qq "${need[@]}" >/dev/null; }
@@ -35,8 +49,8 @@ export QUILT_HOME="$work/home"
 "$work/quilt" up --port 0 --no-fsync >"$work/up.log" 2>&1 &
 pid=$!
 gw="$work/home/grid/gateway"
-for _ in $(seq 1 120); do [ -s "$gw/sftp.env" ] && break; sleep 0.5; done
-[ -s "$gw/sftp.env" ] || { cat "$work/up.log"; echo "quilt up did not start"; exit 1; }
+for _ in $(seq 1 120); do [ -s "$gw/nbd.env" ] && break; sleep 0.5; done
+[ -s "$gw/nbd.env" ] || { cat "$work/up.log"; echo "quilt up did not start"; exit 1; }
 q() { timeout 60 "$work/quilt" volume --dir "$gw" "$@"; }
 
 say "create, import, ls"
@@ -49,17 +63,26 @@ grep -q '^img1 ' "$work/ls"
 if q create vm1 --size 1MiB 2>/dev/null; then echo "created vm1 twice"; exit 1; fi
 if q create 'bad/name' --size 1MiB 2>/dev/null; then echo "accepted a bad name"; exit 1; fi
 
-say "serve"
-"$work/quilt" volume --dir "$gw" serve --listen 127.0.0.1:0 >"$work/serve.log" 2>&1 &
+say "quilt up's NBD server (nbd.env); quilt volume serve beside it needs its own --state"
+. "$gw/nbd.env"
+url="$QUILT_NBD"
+case "$url" in nbd://127.0.0.1:[0-9]*) ;; *) echo "nbd.env: bad QUILT_NBD=$url"; exit 1;; esac
+if timeout 20 "$work/quilt" volume --dir "$gw" serve --listen 127.0.0.1:0 >"$work/serve.log" 2>&1; then
+	echo "a second server took quilt up's journals"; exit 1
+fi
+grep -qi 'lock\|in use' "$work/serve.log" || { cat "$work/serve.log"; exit 1; }
+"$work/quilt" volume --dir "$gw" serve --state "$work/state2" --listen 127.0.0.1:0 >"$work/serve.log" 2>&1 &
 spid=$!
 addr=
 for _ in $(seq 1 60); do
-	addr=$(sed -n 's/.*serving NBD on \([0-9.:]*\) .*/\1/p' "$work/serve.log")
+	addr=$(sed -n 's/.*serving NBD on \([0-9.:]*\) .*/\1/p' "$work/serve.log" 2>/dev/null || true)
 	[ -n "$addr" ] && break
 	sleep 0.5
 done
 [ -n "$addr" ] || { cat "$work/serve.log"; echo "quilt volume serve did not start"; exit 1; }
-url="nbd://$addr"
+t nbdinfo --list "nbd://$addr" | grep -q 'export="img1"'
+kill "$spid"; wait "$spid" 2>/dev/null || true
+spid=
 
 say "nbdinfo"
 t nbdinfo --list "$url" | tee "$work/list"
@@ -88,6 +111,40 @@ t nbdcopy "$url/vm1" "$work/back"
 cmp "$work/disk" "$work/back"
 t nbdcopy "$url/img1" "$work/img1.back"
 cmp "$work/img" <(head -c 5000000 "$work/img1.back")
+
+say "fio: random 4 KiB writes, then verified reads (nbd engine)"
+q create fio1 --size 32MiB
+t fio --name=verify --ioengine=nbd --uri="$url/fio1" --rw=randwrite --bs=4k --size=32M \
+	--iodepth=8 --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 --runtime=20 \
+	--output="$work/fio.out" || { cat "$work/fio.out"; exit 1; }
+# Both phases ran (the verify phase is fio's reads) and none failed.
+grep -q 'WRITE: bw=' "$work/fio.out" && grep -q 'READ: bw=' "$work/fio.out" || { cat "$work/fio.out"; exit 1; }
+if grep -qi 'verify:.*bad\|err= *[1-9]' "$work/fio.out"; then cat "$work/fio.out"; exit 1; fi
+
+say "ext4 on nbdfuse and a loop device: mkfs, files, umount, fsck"
+[ "$(id -u)" = 0 ] || { echo "the ext4 step needs root (losetup, mount)"; exit 1; }
+q create fs1 --size 64MiB
+mnt="$work/mnt"
+mkdir -p "$mnt/fuse" "$mnt/fs"
+nbdfuse -C 1 -P "$work/nbdfuse.pid" "$mnt/fuse" "$url/fs1" 2>"$work/nbdfuse.log" &
+for _ in $(seq 1 40); do [ -s "$work/nbdfuse.pid" ] && break; sleep 0.25; done
+[ -s "$work/nbdfuse.pid" ] || { cat "$work/nbdfuse.log"; echo "nbdfuse did not start"; exit 1; }
+loop=$(t losetup -f --show "$mnt/fuse/nbd")
+t mkfs.ext4 -q -F "$loop"
+t mount "$loop" "$mnt/fs"
+for i in 1 2 3; do head -c $((i * 1000000)) /dev/urandom >"$mnt/fs/f$i"; done
+mkdir "$mnt/fs/d"
+echo hello >"$mnt/fs/d/hello"
+(cd "$mnt/fs" && sha256sum f1 f2 f3 d/hello >"$work/sums")
+t umount "$mnt/fs"
+t fsck.ext4 -n -f "$loop"
+t mount -o ro "$loop" "$mnt/fs"
+(cd "$mnt/fs" && sha256sum -c --quiet "$work/sums")
+t umount "$mnt/fs"
+t losetup -d "$loop"
+loop=
+t fusermount3 -u "$mnt/fuse"
+mnt=
 
 say "clone, snapshot, export (the server's map is committed)"
 q clone vm1 vm2

@@ -180,6 +180,7 @@ func runUp(ctx context.Context, args []string) error {
 	s3tls.register(fs)
 	swiftAddr := fs.String("swift", "", "Swift endpoint of the grid's gateway, region RegionOne (default: host, port+2·nodes+1; \"off\": none)")
 	sftpAddr := fs.String("sftp", "", "SFTP address of the grid's gateway (default: host, port+2·nodes+2; \"off\": none; none without S3)")
+	nbdAddr := fs.String("nbd", "", "NBD address of the grid's block volumes (default: host, port+4·nodes+5; \"off\": none; none without S3)")
 	davAddr := fs.String("webdav", "", "WebDAV address of the grid's gateway (default: host, port+4·nodes+4, after the metrics ports; \"off\": none; none without S3)")
 	metricsHost := fs.String("metrics", "127.0.0.1", upMetricsHelp)
 	addConfigFlag(fs)
@@ -343,6 +344,21 @@ func runUp(ctx context.Context, args []string) error {
 			}
 			defer dsvc.Close()
 			s3msg += webdavHint(dsvc)
+		}
+		if *nbdAddr != "off" {
+			addr := *nbdAddr
+			if addr == "" {
+				addr = net.JoinHostPort(*host, "0")
+				if *port != 0 {
+					addr = net.JoinHostPort(*host, strconv.Itoa(*port+4**nodes+5))
+				}
+			}
+			ns, err := startUpNBD(ctx, sess, svc.gw, filepath.Join(*dir, "gateway"), addr)
+			if err != nil {
+				return fmt.Errorf("gateway: %w", err)
+			}
+			defer ns.Close()
+			s3msg += nbdHint(ns)
 		}
 	}
 	fmt.Fprintf(os.Stderr, `quilt grid of %d nodes is up (data in %s)

@@ -20,26 +20,34 @@ import (
 )
 
 // volumeSet is the gateway registry's record set that holds the volumes'
-// maps.
-const volumeSet = "volumes"
+// maps; leaseSet holds the writers' leases, one record per volume open
+// for writing.
+const (
+	volumeSet = "volumes"
+	leaseSet  = "volume-leases"
+)
 
-// registryCatalog keeps volume maps as records of the gateway's registry.
-type registryCatalog struct{ gw *gateway.Gateway }
+// registryCatalog keeps volume maps (or leases) as records of one set of
+// the gateway's registry.
+type registryCatalog struct {
+	gw  *gateway.Gateway
+	set string
+}
 
 func (c registryCatalog) Get(ctx context.Context, name string) ([]byte, error) {
-	return c.gw.Record(ctx, volumeSet, name)
+	return c.gw.Record(ctx, c.set, name)
 }
 
 func (c registryCatalog) Put(ctx context.Context, name string, body []byte) error {
-	return c.gw.PutRecord(ctx, volumeSet, name, body)
+	return c.gw.PutRecord(ctx, c.set, name, body)
 }
 
 func (c registryCatalog) Delete(ctx context.Context, name string) error {
-	return c.gw.DeleteRecord(ctx, volumeSet, name)
+	return c.gw.DeleteRecord(ctx, c.set, name)
 }
 
 func (c registryCatalog) List(ctx context.Context) (map[string][]byte, error) {
-	return c.gw.Records(ctx, volumeSet)
+	return c.gw.Records(ctx, c.set)
 }
 
 const volumeUsage = `Usage: quilt volume create NAME --size SIZE
@@ -61,7 +69,7 @@ func runVolume(ctx context.Context, args []string) error {
 	dir := fs.String("dir", "", "gateway state directory (default: the gateway 'quilt up' runs for the default grid, else $QUILT_HOME/gateway)")
 	sizeFlag := fs.String("size", "", "create: the volume's size (64MiB, 10GiB; a multiple of 512 bytes)")
 	listen := fs.String("listen", "127.0.0.1:10809", "serve: the NBD address (host:port)")
-	state := fs.String("state", "", "serve, import: the journals' directory (default DIR/volumes)")
+	state := fs.String("state", "", "serve: the journals' directory (default DIR/volumes)")
 	if err := parseArgs(fs, args, -1); err != nil {
 		return err
 	}
@@ -111,7 +119,7 @@ func runVolume(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if verb == "serve" || verb == "import" {
+	if verb == "serve" {
 		release, err := lockDir(*state)
 		if err != nil {
 			return err
@@ -120,14 +128,23 @@ func runVolume(ctx context.Context, args []string) error {
 	} else if err := os.MkdirAll(*state, 0o700); err != nil {
 		return err
 	}
-	// Commands other than serve and import write nothing to a journal:
-	// they get one of their own, so a running server's is left alone.
+	// Commands other than serve get a journal directory of their own, so
+	// a running server's is left alone (a journal is never read back
+	// after its handle: a volume opens at its committed map).
 	jdir := *state
-	if verb != "serve" && verb != "import" {
+	if verb != "serve" {
 		jdir = filepath.Join(tmp, "volumes")
 	}
-	m, err := volume.New(volume.Config{Catalog: registryCatalog{gw}, Objects: s.objects, Params: codec.DefaultParams(),
-		Happy: happy, StateDir: jdir})
+	cfg := volume.Config{Catalog: registryCatalog{gw, volumeSet}, Objects: s.objects, Params: codec.DefaultParams(),
+		Happy: happy, StateDir: jdir}
+	if verb == "serve" || verb == "import" {
+		// Writers take the volume's lease: one writer per volume.
+		cfg.Leases = registryCatalog{gw, leaseSet}
+	}
+	if verb == "serve" {
+		cfg.LeaseOwner = leaseOwner(*state)
+	}
+	m, err := volume.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -261,6 +278,25 @@ func volumeExport(ctx context.Context, m *volume.Manager, name, file string) err
 
 // volumeServe serves every volume as a named NBD export until interrupted.
 func volumeServe(ctx context.Context, m *volume.Manager, addr string) error {
+	ns, err := listenNBD(m, addr)
+	if err != nil {
+		return fmt.Errorf("volume serve: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "quilt volume: serving NBD on %s (nbd://%s/NAME)\n", ns.addr, ns.addr)
+	<-ctx.Done()
+	return ns.Close()
+}
+
+// nbdService is an NBD server of a manager's volumes, every volume a named
+// export.
+type nbdService struct {
+	srv     *nbd.Server
+	addr    string // host:port it listens on
+	release func() // unlocks the journals' directory, if it was locked here
+}
+
+// listenNBD starts serving m's volumes on addr.
+func listenNBD(m *volume.Manager, addr string) (*nbdService, error) {
 	srv := nbd.New(nbd.Config{
 		Exports: func(ctx context.Context) ([]string, error) {
 			ls, err := m.List(ctx)
@@ -276,10 +312,65 @@ func volumeServe(ctx context.Context, m *volume.Manager, addr string) error {
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("volume serve: listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("NBD: listen on %s: %w", addr, err)
 	}
 	go srv.Serve(ln)
-	fmt.Fprintf(os.Stderr, "quilt volume: serving NBD on %s (nbd://%s/NAME)\n", ln.Addr(), ln.Addr())
-	<-ctx.Done()
-	return srv.Close()
+	return &nbdService{srv: srv, addr: ln.Addr().String()}, nil
+}
+
+// Close stops serving; connected clients' writes are flushed.
+func (ns *nbdService) Close() error {
+	err := ns.srv.Close()
+	if ns.release != nil {
+		ns.release()
+	}
+	return err
+}
+
+// startUpNBD serves the volumes of quilt up's gateway on addr, with
+// journals in dir/volumes, and writes dir/nbd.env.
+func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr string) (*nbdService, error) {
+	happy, err := volumeHappy(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	state := filepath.Join(dir, "volumes")
+	release, err := lockDir(state)
+	if err != nil {
+		return nil, err
+	}
+	m, err := volume.New(volume.Config{Catalog: registryCatalog{gw, volumeSet}, Objects: s.objects, Params: codec.DefaultParams(),
+		Happy: happy, StateDir: state, Leases: registryCatalog{gw, leaseSet}, LeaseOwner: leaseOwner(state)})
+	if err != nil {
+		release()
+		return nil, err
+	}
+	ns, err := listenNBD(m, addr)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	ns.release = release
+	env := fmt.Sprintf("export QUILT_NBD=nbd://%s\n", ns.addr)
+	if err := atomicfile.WriteFile(filepath.Join(dir, "nbd.env"), []byte(env), 0o600); err != nil {
+		ns.Close()
+		return nil, err
+	}
+	return ns, nil
+}
+
+// leaseOwner names a server in its volumes' leases by its host and its
+// locked journals' directory: a server restarted on it takes over the
+// leases of the one that crashed without waiting for them to run out.
+func leaseOwner(state string) string {
+	host, _ := os.Hostname()
+	if abs, err := filepath.Abs(state); err == nil {
+		state = abs
+	}
+	return host + ":" + state
+}
+
+// nbdHint is quilt up's banner line for the NBD server.
+func nbdHint(ns *nbdService) string {
+	return fmt.Sprintf("NBD:   nbd://%s/NAME  (block volumes)\n       quilt volume create vm1 --size 10GiB; nbdinfo nbd://%s/vm1\n", ns.addr, ns.addr)
 }

@@ -33,6 +33,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/object"
@@ -154,13 +155,27 @@ type Config struct {
 	StateDir string
 	// JournalExtents bounds each journal; default DefaultJournalExtents.
 	JournalExtents int
+	// Leases keeps the writers' leases, one record per volume open for
+	// writing, so that one Manager at a time writes a volume. Optional:
+	// without it, Open takes no lease (for readers such as an export).
+	Leases Catalog
+	// LeaseTTL is how long a lease lasts without renewal; default
+	// DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// LeaseOwner, if set, names the writer lastingly (cmd/quilt: the host
+	// and the journals' directory, which it locks): a live lease of the
+	// same owner is of a Manager that is gone, restarted after a crash,
+	// and is taken over at once. The caller guarantees one live Manager
+	// per owner.
+	LeaseOwner string
 }
 
 // Manager creates, lists, clones and opens volumes.
 type Manager struct {
-	cfg  Config
-	mu   sync.Mutex
-	open map[string]*Volume
+	cfg        Config
+	holder, id string // in leases
+	mu         sync.Mutex
+	open       map[string]*Volume
 }
 
 // New makes a Manager.
@@ -174,10 +189,14 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.JournalExtents <= 0 {
 		cfg.JournalExtents = DefaultJournalExtents
 	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("volume: state directory: %w", err)
 	}
-	return &Manager{cfg: cfg, open: map[string]*Volume{}}, nil
+	holder, id := newLeaseID()
+	return &Manager{cfg: cfg, holder: holder, id: id, open: map[string]*Volume{}}, nil
 }
 
 // Create makes an empty volume of size bytes (a positive multiple of
@@ -281,7 +300,9 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 }
 
 // Open opens a volume for reading and writing. Handles of one Manager to
-// the same volume are one: each Open needs its Close.
+// the same volume are one: each Open needs its Close. With Config.Leases,
+// a writable volume's first Open takes its writer's lease (ErrLeased if
+// another Manager holds it), renewed until the last Close.
 func (m *Manager) Open(ctx context.Context, name string) (*Volume, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -297,11 +318,19 @@ func (m *Manager) Open(ctx context.Context, name string) (*Volume, error) {
 	for k, c := range in.Extents {
 		v.cur[k] = c
 	}
+	if !in.ReadOnly && m.cfg.Leases != nil {
+		if v.lease, err = m.acquireLease(ctx, name); err != nil {
+			return nil, err
+		}
+	}
 	if !in.ReadOnly {
 		// The journal of a previous handle holds writes never flushed:
 		// they are discarded, as a crashed disk's cache.
 		f, err := os.OpenFile(filepath.Join(m.cfg.StateDir, name+".journal"), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
+			if v.lease != nil {
+				v.lease.release()
+			}
 			return nil, fmt.Errorf("volume %s: journal: %w", name, err)
 		}
 		v.j = f
@@ -326,6 +355,7 @@ type Volume struct {
 	j     *os.File         // nil: read-only
 	chg   bool             // cur differs from info.Extents
 	err   error            // set when closed
+	lease *lease           // the writer's lease, if the Manager keeps leases
 }
 
 // slot is a dirty extent's place in the journal and which sectors of it
@@ -587,6 +617,9 @@ func (v *Volume) flush(ctx context.Context) error {
 	if !v.chg {
 		return nil
 	}
+	if v.lease != nil && !v.lease.valid() {
+		return fmt.Errorf("%w: %s: the map is not committed", ErrLeaseLost, v.info.Name)
+	}
 	in := v.info
 	in.Gen++
 	in.Extents = make(map[int64]string, len(v.cur))
@@ -654,6 +687,9 @@ func (v *Volume) Close() error {
 		name := v.j.Name()
 		v.j.Close()
 		os.Remove(name)
+	}
+	if v.lease != nil {
+		v.lease.release()
 	}
 	return nil
 }
