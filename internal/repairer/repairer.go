@@ -110,6 +110,8 @@ func New(cfg Config) (*Repairer, error) {
 		},
 		LeaseTerm: cfg.LeaseTerm, Stall: cfg.Stall, Logger: r.log,
 	})
+	r.wg.Add(1)
+	go r.drainLoop() // drain.go
 	if cfg.Every >= 0 {
 		every := cfg.Every
 		if every == 0 {
