@@ -25,7 +25,10 @@ const checkBlocksHelp = "hash every block of every share on arrival and refuse d
 const noSyncHelp = "do not fsync shares: faster, but a power loss may lose shares stored in the last seconds (a crashed process still never leaves a partial share); Tahoe-LAFS storage servers work this way"
 
 func runNode(ctx context.Context, args []string) error {
-	fs := newFlagSet("node", "Usage: quilt node --data DIR [flags]\n\nRuns a storage node until interrupted. The first node of a grid (no --join)\nwrites an invite to DIR/invite; give it to the next nodes and to clients.")
+	if len(args) > 0 && args[0] == "drain" {
+		return runNodeDrain(ctx, args[1:])
+	}
+	fs := newFlagSet("node", "Usage: quilt node --data DIR [flags]\n\nRuns a storage node until interrupted. The first node of a grid (no --join)\nwrites an invite to DIR/invite; give it to the next nodes and to clients.\n\nquilt node drain NODE-ID moves a node's shares to the others (see quilt node drain -h).")
 	data := fs.String("data", "", "data directory: key, grid secret, shares (required)")
 	listen := fs.String("listen", "127.0.0.1:7700", "HTTPS API address (host:port; port 0 picks one)")
 	gossip := fs.String("gossip", "", "gossip address, UDP and TCP (default: the API host, port+1)")
@@ -119,12 +122,16 @@ func runNode(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var rep *repairer.Repairer
-	if *repairEvery > 0 {
-		if rep, err = repairer.New(repairer.Config{Node: n.Node, Every: *repairEvery, Budget: rbudget, Logger: cfg.Logger}); err != nil {
-			n.Close()
-			return err
-		}
+	// The repairer also moves the shares of a drained node, so it runs
+	// even with repair passes off.
+	every := *repairEvery
+	if every <= 0 {
+		every = -1
+	}
+	rep, err := repairer.New(repairer.Config{Node: n.Node, Every: every, Budget: rbudget, Logger: cfg.Logger})
+	if err != nil {
+		n.Close()
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "quilt node %s serving on %s (gossip %s)\ninvite: %s\n", n.ID(), n.Addr(), n.GossipAddr(), n.Invite())
 	if u := n.MetricsURL(); u != "" {
@@ -403,7 +410,11 @@ func runNodes(ctx context.Context, args []string) error {
 		if m.State == member.Alive {
 			alive++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Addr, zone, m.State, human(m.Used), human(m.Free))
+		state := m.State
+		if m.Draining {
+			state += ",draining"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Addr, zone, state, human(m.Used), human(m.Free))
 	}
 	tw.Flush()
 	fmt.Fprintf(os.Stderr, "%d nodes, %d alive\n", len(ms), alive)

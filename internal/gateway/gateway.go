@@ -38,6 +38,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/nsclient"
 	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/sharefile"
 )
 
 // Errors every front end maps to its protocol's.
@@ -126,6 +127,9 @@ type Gateway struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	leases *leaseKeeper // renewal walk and retirer (leases.go)
+
+	regMu      sync.Mutex
+	registered map[sharefile.SI]bool // in the repair registries (leases.go)
 }
 
 // bucket is an open object namespace.

@@ -11,6 +11,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/dag"
 	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/repairer"
 	"github.com/quilt-grid/quilt/internal/sharefile"
 )
 
@@ -116,6 +117,11 @@ func (g *Gateway) RenewLeases(ctx context.Context) (RenewReport, error) {
 		return rep, err
 	}
 	rep.Objects = len(refs)
+	caps := make([]string, 0, len(refs))
+	for _, c := range refs {
+		caps = append(caps, c)
+	}
+	g.registerCaps(ctx, caps)
 	sem := make(chan struct{}, 8)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -144,14 +150,53 @@ func (g *Gateway) RenewLeases(ctx context.Context) (RenewReport, error) {
 	return rep, ctx.Err()
 }
 
+// registerCaps gives the repair registries of the grid's nodes the
+// verify capability of each of caps (read capabilities) that this
+// gateway has not yet registered since it started, as quilt put does
+// (repairer.Register), so that the nodes' repairers look after the
+// gateway's objects without any read capability. Best effort: a failure
+// is logged, and the next renewal walk tries again.
+func (g *Gateway) registerCaps(ctx context.Context, caps []string) {
+	if g.cfg.Nodes == nil {
+		return
+	}
+	for _, c := range caps {
+		if ctx.Err() != nil {
+			return
+		}
+		rc, err := codec.ParseReadCap(c)
+		if err != nil {
+			continue
+		}
+		si := rc.Key.StorageIndex()
+		g.regMu.Lock()
+		done := g.registered[si]
+		g.regMu.Unlock()
+		if done {
+			continue
+		}
+		if _, err := repairer.Register(ctx, g.cfg.Nodes, rc.Verify()); err != nil {
+			g.log.Warn("repair registry: object not registered; the next renewal walk tries again", "si", fmt.Sprintf("%x", si[:]), "err", err)
+			continue
+		}
+		g.regMu.Lock()
+		if g.registered == nil {
+			g.registered = map[sharefile.SI]bool{}
+		}
+		g.registered[si] = true
+		g.regMu.Unlock()
+	}
+}
+
 // allRefs returns the storage indexes of the grid objects that every
-// bucket and every upload in progress reference.
-func (g *Gateway) allRefs(ctx context.Context) (map[sharefile.SI]bool, error) {
+// bucket and every upload in progress reference, each with a read
+// capability of it.
+func (g *Gateway) allRefs(ctx context.Context) (map[sharefile.SI]string, error) {
 	buckets, err := g.Buckets(ctx)
 	if err != nil {
 		return nil, err
 	}
-	refs := map[sharefile.SI]bool{}
+	refs := map[sharefile.SI]string{}
 	for _, bi := range buckets {
 		b, err := g.bucket(ctx, bi.Name)
 		if errors.Is(err, ErrNoBucket) {
@@ -176,7 +221,7 @@ func (g *Gateway) allRefs(ctx context.Context) (map[sharefile.SI]bool, error) {
 }
 
 // bucketRefs adds the grid objects the keys of b reference to refs.
-func (g *Gateway) bucketRefs(b *bucket, refs map[sharefile.SI]bool) error {
+func (g *Gateway) bucketRefs(b *bucket, refs map[sharefile.SI]string) error {
 	var datas []dag.Hash
 	err := g.db.Scan(b.ns, "/", "", func(it namespace.Info) bool {
 		if it.Type == dag.File {
@@ -204,7 +249,7 @@ func (g *Gateway) bucketRefs(b *bucket, refs map[sharefile.SI]bool) error {
 
 // uploadRefs adds the grid objects of the parts of the uploads in
 // progress to refs.
-func (g *Gateway) uploadRefs(refs map[sharefile.SI]bool) error {
+func (g *Gateway) uploadRefs(refs map[sharefile.SI]string) error {
 	items, err := g.db.List(g.registry.ns, "/uploads", "", 0)
 	if errors.Is(err, namespace.ErrNotFound) {
 		return nil
@@ -239,10 +284,10 @@ func recordCaps(info ObjectInfo) []string {
 	return out
 }
 
-func addCaps(refs map[sharefile.SI]bool, caps []string) {
+func addCaps(refs map[sharefile.SI]string, caps []string) {
 	for _, c := range caps {
 		if si, ok := capSI(c); ok {
-			refs[si] = true
+			refs[si] = c
 		}
 	}
 }
@@ -352,7 +397,7 @@ func (g *Gateway) cancelUnreferenced(ctx context.Context, caps []string) {
 		g.log.Warn("lease cancellation: buckets not listed; objects left to expire", "err", err)
 		return
 	}
-	refs := map[sharefile.SI]bool{}
+	refs := map[sharefile.SI]string{}
 	for _, bi := range buckets {
 		b, err := g.bucket(ctx, bi.Name)
 		switch {
@@ -386,7 +431,7 @@ func (g *Gateway) cancelUnreferenced(ctx context.Context, caps []string) {
 	done := map[sharefile.SI]bool{}
 	for _, c := range caps {
 		si, ok := capSI(c)
-		if !ok || refs[si] || done[si] {
+		if _, kept := refs[si]; !ok || kept || done[si] {
 			continue
 		}
 		done[si] = true

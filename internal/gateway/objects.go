@@ -199,6 +199,9 @@ func (g *Gateway) store(ctx context.Context, r io.Reader, size int64, want []byt
 	if want != nil && !bytes.Equal(want, st.md5) {
 		return st, ErrBadDigest
 	}
+	if st.cap != "" {
+		g.registerCaps(ctx, []string{st.cap}) // for repair (leases.go)
+	}
 	return st, nil
 }
 

@@ -47,6 +47,9 @@ type Meta struct {
 	// Leaving is set by a member about to leave politely, so the others
 	// record it as left rather than dead.
 	Leaving bool `json:"leaving,omitempty"`
+	// Draining is set by a node whose shares are being moved elsewhere
+	// (quilt node drain): it takes no new shares.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Member is a node as this member list knows it.

@@ -132,6 +132,7 @@ type Node struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	dirty   chan struct{}
+	drain   drainState // drain.go
 	closeMu sync.Mutex
 	closed  bool
 
@@ -171,6 +172,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, id: id, secret: secret, log: cfg.Logger.With("node", id.ID.Short()),
 		stop: make(chan struct{}), dirty: make(chan struct{}, 1)}
+	n.initDrain()
 	n.store = cfg.Store
 	if n.store == nil {
 		if n.store, err = sharestore.OpenDisk(filepath.Join(cfg.Dir, "store"), sharestore.DiskOptions{Capacity: cfg.Capacity, NoSync: cfg.NoSync, CheckBlocks: cfg.CheckBlocks}); err != nil {
@@ -336,8 +338,12 @@ func (n *Node) join(ctx context.Context, seeds []string) error {
 
 func (n *Node) meta() member.Meta {
 	u := n.store.Usage()
-	return member.Meta{ID: string(n.id.ID), Addr: n.addr, Zone: n.cfg.Zone,
+	m := member.Meta{ID: string(n.id.ID), Addr: n.addr, Zone: n.cfg.Zone,
 		Capacity: u.Capacity, Used: u.Used, Free: u.Free, Version: n.cfg.Version}
+	if n.Draining() {
+		m.Draining, m.Free = true, 0 // placement gives it no new shares
+	}
+	return m
 }
 
 // usageChanged schedules a metadata update.

@@ -35,6 +35,8 @@ func (n *Node) handler(extra http.Handler) http.Handler {
 	mux.HandleFunc("POST /v1/shares/{si}/cancel", n.cancelShares)
 	mux.HandleFunc("PUT /v1/repair/{si}", n.putRegistry)
 	mux.HandleFunc("GET /v1/repair", n.getRegistry)
+	mux.HandleFunc("POST /v1/drain", n.postDrain)
+	mux.HandleFunc("GET /v1/drain", n.getDrain)
 	return n.logRequests(mux)
 }
 
@@ -215,6 +217,10 @@ func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		size = announced
+	}
+	if n.Draining() {
+		writeError(w, fmt.Errorf("%w: %w", sharestore.ErrFull, errDraining))
+		return
 	}
 	body := n.progressBody(w, r)
 	info, err := n.store.Put(r.Context(), key, body, size, lease)

@@ -110,6 +110,8 @@ func New(cfg Config) (*Repairer, error) {
 		},
 		LeaseTerm: cfg.LeaseTerm, Stall: cfg.Stall, Logger: r.log,
 	})
+	r.wg.Add(1)
+	go r.drainLoop() // drain.go
 	if cfg.Every >= 0 {
 		every := cfg.Every
 		if every == 0 {
@@ -316,8 +318,8 @@ func (r *Repairer) catchUp(ctx context.Context, live []string, reg map[sharefile
 
 // Register gives every live node of the grid an entry of its repair
 // registry for the object: its verify capability, never a read
-// capability. It returns how many nodes took it; an error only if none
-// did.
+// capability, asking them all at once. It returns how many nodes took
+// it; an error only if none did.
 func Register(ctx context.Context, c *node.Client, vc codec.VerifyCap) (int, error) {
 	ms, err := c.Members(ctx, time.Second)
 	if err != nil {
@@ -325,16 +327,26 @@ func Register(ctx context.Context, c *node.Client, vc codec.VerifyCap) (int, err
 	}
 	var ok int
 	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, m := range ms {
 		if m.State != member.Alive {
 			continue
 		}
-		if err := c.Register(ctx, m.ID, vc.SI, vc.String()); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		ok++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := c.Register(ctx, m.ID, vc.SI, vc.String())
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			ok++
+		}()
 	}
+	wg.Wait()
 	if ok == 0 {
 		return 0, fmt.Errorf("repairer: no node took the object's registry entry: %w", errors.Join(errs...))
 	}

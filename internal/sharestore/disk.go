@@ -859,6 +859,18 @@ func (d *Disk) Delete(ctx context.Context, key Key, secret []byte) (bool, error)
 	return d.setLeases(key, info, left)
 }
 
+// Remove implements Store.
+func (d *Disk) Remove(ctx context.Context, key Key) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	info, _, err := d.readLeases(key)
+	if err != nil {
+		return err
+	}
+	_, err = d.setLeases(key, info, nil)
+	return err
+}
+
 // Renew implements Store.
 func (d *Disk) Renew(ctx context.Context, key Key, secret []byte, expires time.Time) error {
 	d.mu.Lock()

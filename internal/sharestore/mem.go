@@ -153,6 +153,19 @@ func (m *Mem) Delete(ctx context.Context, key Key, secret []byte) (bool, error) 
 	return true, nil
 }
 
+// Remove implements Store.
+func (m *Mem) Remove(ctx context.Context, key Key) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.shares[key]
+	if !ok {
+		return ErrNotFound
+	}
+	delete(m.shares, key)
+	m.space.remove(s.info.Size)
+	return nil
+}
+
 // Renew implements Store.
 func (m *Mem) Renew(ctx context.Context, key Key, secret []byte, expires time.Time) error {
 	m.mu.Lock()

@@ -225,6 +225,10 @@ type Store interface {
 	// (ErrForbidden if none), and removes the share once it has no lease
 	// left; removed says whether it did.
 	Delete(ctx context.Context, key Key, secret []byte) (removed bool, err error)
+	// Remove removes a share whatever its leases: how a node being
+	// drained drops its copy of a share once a copy on another node,
+	// with the same leases, is durable. ErrNotFound if there is none.
+	Remove(ctx context.Context, key Key) error
 	// Renew moves the expiry of the share's lease whose ID the secret
 	// opens to expires, if that is later (ErrForbidden if no lease opens;
 	// a share with a lease that never expires needs no renewal, and

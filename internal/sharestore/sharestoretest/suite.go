@@ -339,6 +339,28 @@ func Run(t *testing.T, newStore Factory, opt Options) {
 		}
 	})
 
+	t.Run("RemoveWhateverLeases", func(t *testing.T) {
+		s := newStore(t, 0)
+		rc, shares := object(t, 5000)
+		k := key(rc, 1)
+		if _, err := s.Put(ctx, k, bytes.NewReader(shares[1]), -1, sharestore.LeaseFor(secret)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddLease(ctx, k, sharestore.LeaseFor([]byte("another"))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Remove(ctx, k); err != nil {
+			t.Fatalf("remove: %v", err)
+		}
+		mustAbsent(t, s, k)
+		if u := s.Usage(); u.Used != 0 || u.Shares != 0 {
+			t.Fatalf("usage after remove %+v", u)
+		}
+		if err := s.Remove(ctx, k); !errors.Is(err, sharestore.ErrNotFound) {
+			t.Fatalf("remove of a share not there: %v, want ErrNotFound", err)
+		}
+	})
+
 	t.Run("PutTwice", func(t *testing.T) {
 		s := newStore(t, 0)
 		rc, shares := object(t, 5000)
