@@ -37,8 +37,8 @@ run: build
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
 ## Chromium), Swift (swift CLI, swiftclient, swift-bench) and SFTP (sftp,
 ## scp, sshfs), WebDAV (litmus, cadaver, rclone), the FUSE mount (cp, diff,
-## mv, git, tar) and NBD volumes
-## (nbdinfo, qemu-io, qemu-img, nbdcopy)
+## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
+## fio's nbd engine, ext4 through nbdfuse and a loop device)
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
