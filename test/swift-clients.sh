@@ -86,8 +86,11 @@ cmp big big.back
 out=$(v3 list)
 grep -qx v1c <<<"$out"
 grep -qx v3c <<<"$out"
+# The account holds every container of the grid's buckets (quilt up's
+# other front ends make some too): stat counts what list shows.
+containers=$(wc -l <<<"$out")
 out=$(v3 stat)
-grep -q 'Containers: 2' <<<"$out"
+grep -q "Containers: $containers\$" <<<"$out" || { echo "$out"; echo "stat does not count the $containers containers listed"; exit 1; }
 fails env -u ST_AUTH -u ST_USER -u ST_KEY "$swift" --os-region-name nowhere list
 fails env -u ST_AUTH -u ST_USER -u ST_KEY "$swift" --os-password wrong list
 # The environment as swift.env leaves it (both sets) works as well.
