@@ -147,10 +147,25 @@ func (f *s3TLSFlags) setup(dir, addr string) (*s3.TLSSetup, error) {
 	return s3.LoadTLS(dir, addr, f.cert, f.key)
 }
 
+// s3BodyTimeoutFlag registers --s3-body-timeout: how long an S3 request
+// body may deliver no byte before the request fails with RequestTimeout
+// and what it had stored is released (s3.Options.BodyTimeout).
+func s3BodyTimeoutFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("s3-body-timeout", 60*time.Second, "how long an S3 request body may deliver no byte before the request fails (400 RequestTimeout) and what it stored is released")
+}
+
+// checkS3BodyTimeout rejects a --s3-body-timeout that is not positive.
+func checkS3BodyTimeout(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("--s3-body-timeout %v: want a positive duration", d)
+	}
+	return nil
+}
+
 // startS3 starts a gateway serving S3 on addr (HTTPS as tf says),
 // creating its first (admin) access key on first use and writing
 // dir/s3.env.
-func startS3(ctx context.Context, s *session, dir, addr, region string, tf s3TLSFlags, log *slog.Logger) (*s3Service, error) {
+func startS3(ctx context.Context, s *session, dir, addr, region string, tf s3TLSFlags, bodyTimeout time.Duration, log *slog.Logger) (*s3Service, error) {
 	tlsSetup, err := tf.setup(dir, addr)
 	if err != nil {
 		return nil, err
@@ -170,7 +185,7 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, tf s3TLS
 		return nil, fmt.Errorf("s3: listen on %s: %w", addr, err)
 	}
 	svc := &s3Service{gw: gw, admin: admin, url: "http://" + ln.Addr().String(),
-		srv: s3.New(gw, s3.Options{Region: region, Logger: log}).HTTPServer(), tls: tlsSetup}
+		srv: s3.New(gw, s3.Options{Region: region, Logger: log, BodyTimeout: bodyTimeout}).HTTPServer(), tls: tlsSetup}
 	svc.reg = metrics.NewRegistry()
 	svc.srv.Handler = s3.Instrument(svc.srv.Handler, svc.reg)
 	if tlsSetup != nil {
@@ -232,6 +247,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.DurationVar(&sw.ttl, "token-ttl", keystone.DefaultTTL, "Swift: how long a token lives")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
+	bodyTimeout := s3BodyTimeoutFlag(fs)
 	addConfigFlag(fs)
 	registerGatewayLeases(fs, &g)
 	if err := parseArgs(fs, args, 0); err != nil {
@@ -240,11 +256,14 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := checkGatewayLeases(&g); err != nil {
 		return err
 	}
+	if err := checkS3BodyTimeout(*bodyTimeout); err != nil {
+		return err
+	}
 	s, err := g.connect()
 	if err != nil {
 		return err
 	}
-	svc, err := startS3(ctx, s, *dir, *addr, *region, tf, s.log)
+	svc, err := startS3(ctx, s, *dir, *addr, *region, tf, *bodyTimeout, s.log)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,7 @@ func runNode(ctx context.Context, args []string) error {
 	cpus := fs.Int("cpus", 0, "most CPUs the node uses at once (0: all); when several nodes share a machine, 1 each spends less CPU on handing work between threads")
 	reconnect := fs.Duration("reconnect", 30*time.Second, "how often to try reaching members seen dead, and the old peers when none answered at start, so a healed partition or a restarted node rejoins")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
+	bodyStall := fs.Duration("body-stall", 60*time.Second, "how long a share upload's body may deliver no byte before the upload fails and its space is released")
 	scrubEvery := fs.Duration("scrub-every", node.DefaultScrubEvery, "how long the scrub takes to re-read and re-hash every share once, spread evenly; a damaged share is quarantined until repaired (negative: never)")
 	scrubRate := fs.String("scrub-rate", "4MiB", "most bytes a second the scrub reads")
 	repairEvery := fs.Duration("repair-every", repairer.DefaultEvery, "how often to check the objects of the repair registry whose turn is this node's, and rebuild their missing and damaged shares (negative: never)")
@@ -64,6 +65,9 @@ func runNode(ctx context.Context, args []string) error {
 	}
 	if *reconnect <= 0 {
 		return fmt.Errorf("--reconnect %v: want a positive duration", *reconnect)
+	}
+	if *bodyStall <= 0 {
+		return fmt.Errorf("--body-stall %v: want a positive duration", *bodyStall)
 	}
 	if *cpus > 0 {
 		runtime.GOMAXPROCS(*cpus)
@@ -87,7 +91,7 @@ func runNode(ctx context.Context, args []string) error {
 	defer release()
 	cfg := node.Config{Dir: *data, Listen: *listen, Gossip: *gossip, Advertise: *advertise,
 		Zone: *zone, Capacity: cap, WAN: *wan, NoSync: *noSync, CheckBlocks: *checkBlocks, Version: version, Logger: newLogger(*logLevel),
-		Reconnect: *reconnect, Metrics: *metricsAddr,
+		Reconnect: *reconnect, Metrics: *metricsAddr, BodyStall: *bodyStall,
 		LeaseSweep: *leaseSweep, LeaseGrace: graceFlag(*leaseGrace),
 		ScrubEvery: *scrubEvery, ScrubRate: srate}
 	if cfg.ScrubEvery == 0 {
@@ -190,6 +194,7 @@ func runUp(ctx context.Context, args []string) error {
 	nbdAddr := fs.String("nbd", "", "NBD address of the grid's block volumes (default: host, port+4·nodes+5; \"off\": none; none without S3)")
 	davAddr := fs.String("webdav", "", "WebDAV address of the grid's gateway (default: host, port+4·nodes+4, after the metrics ports; \"off\": none; none without S3)")
 	metricsHost := fs.String("metrics", "127.0.0.1", upMetricsHelp)
+	s3BodyTimeout := s3BodyTimeoutFlag(fs)
 	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -197,6 +202,9 @@ func runUp(ctx context.Context, args []string) error {
 	if *nodes < 1 {
 		fs.Usage()
 		return errUsage
+	}
+	if err := checkS3BodyTimeout(*s3BodyTimeout); err != nil {
+		return err
 	}
 	cap, err := parseSize(*capacity)
 	if err != nil {
@@ -294,7 +302,7 @@ func runUp(ctx context.Context, args []string) error {
 			return err
 		}
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		svc, err := startS3(sctx, sess, filepath.Join(*dir, "gateway"), addr, "us-east-1", s3tls, log)
+		svc, err := startS3(sctx, sess, filepath.Join(*dir, "gateway"), addr, "us-east-1", s3tls, *s3BodyTimeout, log)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
