@@ -354,16 +354,19 @@ func TestGrantRevoke(t *testing.T) {
 	if err := bob.do(ctx, func(f *FS) error { return f.Write(ctx, "/srv/x", strings.NewReader("x")) }); !errors.Is(err, ErrNoGrant) {
 		t.Fatalf("write outside the grant: %v", err)
 	}
-	carol.must(ctx, func(f *FS) error {
-		keys, err := f.Keys()
-		if err != nil {
+	// carol's node learns of the grant in its own time.
+	var keys []KeyInfo
+	eventually(t, "carol sees bob's grant", func() bool {
+		carol.must(ctx, func(f *FS) error {
+			var err error
+			keys, err = f.Keys()
 			return err
-		}
-		if len(keys) != 2 || keys[0].State != "root key" || keys[1].Label != "bob" || keys[1].Dir != "/etc" || keys[1].State != "granted" {
-			t.Errorf("keys: %+v", keys)
-		}
-		return nil
+		})
+		return len(keys) == 2
 	})
+	if keys[0].State != "root key" || keys[1].Label != "bob" || keys[1].Dir != "/etc" || keys[1].State != "granted" {
+		t.Errorf("keys: %+v", keys)
+	}
 	// The revoker acknowledges what it sees: wait until alice sees bob's
 	// file.
 	eventually(t, "alice sees bob's file", func() bool {
