@@ -80,6 +80,30 @@ func volumeExtents(ctx context.Context, g *gateway.Gateway) ([]string, error) {
 	return caps, first
 }
 
+// openGatewayCopy opens a second gateway on a copy of the registry's key
+// of the gateway in dir, in a temporary directory that close removes:
+// the running gateway keeps its replica locked, and sees the changes
+// within a second through the grid. quilt key, swift and volume work so.
+func openGatewayCopy(ctx context.Context, s *session, dir string) (gw *gateway.Gateway, close func(), err error) {
+	reg, err := os.ReadFile(filepath.Join(dir, "registry"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("no gateway state in %s (start 'quilt gateway --dir %s' or 'quilt up' first): %w", dir, dir, err)
+	}
+	tmp, err := os.MkdirTemp("", "quilt-gateway-")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
+		os.RemoveAll(tmp)
+		return nil, nil, err
+	}
+	if gw, err = openGateway(ctx, s, tmp, s.log); err != nil {
+		os.RemoveAll(tmp)
+		return nil, nil, err
+	}
+	return gw, func() { gw.Close(); os.RemoveAll(tmp) }, nil
+}
+
 // renewEvery and cancelDelay are --renew-every and --cancel-delay of
 // quilt gateway (gateway.Config.LeaseRenew and CancelDelay).
 var renewEvery, cancelDelay time.Duration
@@ -314,26 +338,11 @@ func runKey(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Work as a second gateway on a copy of the registry's key: the
-	// running gateway keeps its replica locked, and sees the change
-	// within a second through the grid.
-	reg, err := os.ReadFile(filepath.Join(*dir, "registry"))
-	if err != nil {
-		return fmt.Errorf("no gateway state in %s (start 'quilt gateway --dir %s' first): %w", *dir, *dir, err)
-	}
-	tmp, err := os.MkdirTemp("", "quilt-key-")
+	gw, closeGW, err := openGatewayCopy(ctx, s, *dir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	if err := atomicfile.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
-		return err
-	}
-	gw, err := openGateway(ctx, s, tmp, s.log)
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
+	defer closeGW()
 	switch verb := fs.Arg(0); {
 	case verb == "create" && fs.NArg() == 1:
 		bs := map[string]gateway.Perm{}

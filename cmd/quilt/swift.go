@@ -196,24 +196,11 @@ a Swift account, acting as an S3 access key: a new non-admin one unless
 	if err != nil {
 		return err
 	}
-	// As quilt key: a second gateway on a copy of the registry's key.
-	reg, err := os.ReadFile(filepath.Join(*dir, "registry"))
-	if err != nil {
-		return fmt.Errorf("no gateway state in %s (start 'quilt gateway --dir %s' first): %w", *dir, *dir, err)
-	}
-	tmp, err := os.MkdirTemp("", "quilt-swift-")
+	gw, closeGW, err := openGatewayCopy(ctx, s, *dir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	if err := atomicfile.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
-		return err
-	}
-	gw, err := openGateway(ctx, s, tmp, s.log)
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
+	defer closeGW()
 	ids := keystone.New(gw, keystone.Config{})
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	noun, verb := fs.Arg(0), fs.Arg(1)

@@ -96,25 +96,11 @@ func runVolume(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Work as a second gateway on a copy of the registry's key, as
-	// quilt key does: the running gateway keeps its replica locked.
-	reg, err := os.ReadFile(filepath.Join(*dir, "registry"))
-	if err != nil {
-		return fmt.Errorf("no gateway state in %s (start 'quilt gateway --dir %s' or 'quilt up' first): %w", *dir, *dir, err)
-	}
-	tmp, err := os.MkdirTemp("", "quilt-volume-")
+	gw, closeGW, err := openGatewayCopy(ctx, s, *dir)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	if err := atomicfile.WriteFile(filepath.Join(tmp, "registry"), reg, 0o600); err != nil {
-		return err
-	}
-	gw, err := openGateway(ctx, s, tmp, s.log)
-	if err != nil {
-		return err
-	}
-	defer gw.Close()
+	defer closeGW()
 	happy, err := volumeHappy(ctx, s)
 	if err != nil {
 		return err
@@ -133,6 +119,11 @@ func runVolume(ctx context.Context, args []string) error {
 	// after its handle: a volume opens at its committed map).
 	jdir := *state
 	if verb != "serve" {
+		tmp, err := os.MkdirTemp("", "quilt-volume-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
 		jdir = filepath.Join(tmp, "volumes")
 	}
 	cfg := volume.Config{Catalog: registryCatalog{gw, volumeSet}, Objects: s.objects, Params: codec.DefaultParams(),
