@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -227,21 +228,37 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 }
 
-// serveSession runs the sftp subsystem on a session channel, and
-// refuses everything else (shells, commands, port forwarding).
+// serveSession runs the sftp subsystem or rsync's server (rsync.go) on a
+// session channel, and refuses everything else (shells, other commands,
+// port forwarding): a shell or another command gets a message on its
+// stderr and exit status 1.
 func (s *Server) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request, user, bucket string) {
 	defer ch.Close()
 	for req := range reqs {
+		if req.Type == "exec" || req.Type == "shell" {
+			var cmd struct{ Command string }
+			if req.Type == "exec" && ssh.Unmarshal(req.Payload, &cmd) != nil {
+				req.Reply(false, nil)
+				return
+			}
+			req.Reply(true, nil)
+			go ssh.DiscardRequests(reqs)
+			code := uint32(exitError)
+			if req.Type == "shell" {
+				fmt.Fprintf(ch.Stderr(), "quilt: %v\r\n", strings.TrimPrefix(ErrNotServed.Error(), "sftp: "))
+			} else {
+				code = s.serveExec(ch, user, bucket, cmd.Command)
+			}
+			ch.CloseWrite()
+			ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{code}))
+			return
+		}
 		if req.Type != "subsystem" || len(req.Payload) < 4 || string(req.Payload[4:]) != "sftp" {
 			if req.Type == "env" || req.Type == "pty-req" {
 				req.Reply(true, nil) // harmless: clients send them first
 				continue
 			}
 			req.Reply(false, nil)
-			if req.Type == "exec" || req.Type == "shell" {
-				fmt.Fprintf(ch.Stderr(), "quilt: only the sftp subsystem is served here\r\n")
-				return
-			}
 			continue
 		}
 		t, err := s.treeOf(bucket)

@@ -1,0 +1,382 @@
+package sftp_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/sftp"
+	"github.com/quilt-grid/quilt/internal/tree"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// rsyncClient runs OpenSSH's ssh and the system's rsync against a
+// fixture's server as one user.
+type rsyncClient struct {
+	f    *fixture
+	user string
+	ssh  string // the -e command
+}
+
+// newRsyncClient makes bucket and a user chrooted to it, with a key and
+// a known_hosts file for OpenSSH. It fails, not skips, without rsync,
+// ssh or bwrap.
+func newRsyncClient(t *testing.T, f *fixture, user, bucket string) *rsyncClient {
+	t.Helper()
+	for _, p := range []string{"rsync", "ssh", "bwrap", "diff"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("%s is needed (apt install rsync openssh-client bubblewrap): %v", p, err)
+		}
+	}
+	if err := f.gw.CreateBucket(context.Background(), bucket, ""); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	keyPath := filepath.Join(dir, "id")
+	k, err := sftp.LoadOrCreateKey(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.ReadFile(f.users)
+	if err := os.WriteFile(f.users, []byte(string(old)+sftp.KeyLine(user, bucket, k.PublicKey())+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hk, err := sftp.LoadOrCreateKey(filepath.Join(f.dir, "sftp-host-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(f.addr)
+	kh := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(kh, []byte(knownhosts.Line([]string{knownhosts.Normalize(f.addr)}, hk.PublicKey())+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = host
+	e := "ssh -F /dev/null -p " + port + " -o UserKnownHostsFile=" + kh + " -o IdentityFile=" + keyPath +
+		" -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o BatchMode=yes"
+	return &rsyncClient{f: f, user: user, ssh: e}
+}
+
+// remote is user@host:p.
+func (c *rsyncClient) remote(p string) string {
+	host, _, _ := net.SplitHostPort(c.f.addr)
+	return c.user + "@" + host + ":" + p
+}
+
+// rsync runs rsync -e ssh with args and returns its output and exit code.
+func (c *rsyncClient) rsync(t *testing.T, args ...string) (out string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "rsync", append([]string{"-e", c.ssh}, args...)...)
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("rsync %v: %v", args, err)
+	}
+	return string(b), code
+}
+
+// mustRsync runs rsync and fails the test unless it exits 0.
+func (c *rsyncClient) mustRsync(t *testing.T, args ...string) string {
+	t.Helper()
+	out, code := c.rsync(t, args...)
+	if code != 0 {
+		t.Fatalf("rsync %v: exit %d:\n%s", args, code, out)
+	}
+	return out
+}
+
+// transfers are the lines of rsync -i output that send or delete.
+func transfers(out string) []string {
+	var ts []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "<") || strings.HasPrefix(l, ">") || strings.HasPrefix(l, "c") || strings.HasPrefix(l, "*deleting") {
+			ts = append(ts, l)
+		}
+	}
+	return ts
+}
+
+func writeFile(t *testing.T, p string, b []byte, mode fs.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readTree reads file p of bucket's tree through the gateway (another
+// door than the one that wrote it).
+func readTree(t *testing.T, f *fixture, bucket, p string) ([]byte, error) {
+	t.Helper()
+	rc, _, err := f.gw.Tree(bucket).Open(context.Background(), p, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+func diffR(t *testing.T, a, b string) {
+	t.Helper()
+	out, err := exec.Command("diff", "-r", a, b).CombinedOutput()
+	if err != nil {
+		t.Fatalf("diff -r %s %s: %v\n%s", a, b, err, out)
+	}
+}
+
+// TestRsyncRoundTrip uploads a tree with rsync -a --checksum over ssh,
+// downloads it into another directory and compares them with diff -r;
+// then a second upload sends nothing, a changed file (same size and
+// time: only --checksum sees it) is the only one sent, and --delete
+// removes from the bucket.
+func TestRsyncRoundTrip(t *testing.T) {
+	f := newFixture(t)
+	c := newRsyncClient(t, f, "alice", "alpha")
+	src := filepath.Join(t.TempDir(), "src")
+	big := make([]byte, 3<<20)
+	rand.Read(big)
+	writeFile(t, filepath.Join(src, "top.txt"), []byte("top\n"), 0o644)
+	writeFile(t, filepath.Join(src, "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755)
+	writeFile(t, filepath.Join(src, "a", "hello.txt"), []byte("hello, world\n"), 0o644)
+	writeFile(t, filepath.Join(src, "a", "b", "empty"), nil, 0o600)
+	writeFile(t, filepath.Join(src, "a", "b", "c", "big.bin"), big, 0o644)
+	if err := os.MkdirAll(filepath.Join(src, "a", "void"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// Times in the past: rsync leaves the time of a directory it makes
+	// within the second of the source's (a local copy too).
+	past := time.Date(2021, 3, 4, 5, 6, 7, 891011121, time.UTC)
+	for _, p := range []string{"a/void", "run.sh", "a/b/empty"} {
+		if err := os.Chtimes(filepath.Join(src, p), past, past); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c.mustRsync(t, "-a", "--checksum", src+"/", c.remote("/up/"))
+	got, err := readTree(t, f, "alpha", "up/a/b/c/big.bin")
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("big.bin in the tree: %d bytes, err %v; want the 3 MiB sent", len(got), err)
+	}
+	i, err := f.gw.Tree("alpha").Stat(context.Background(), "up/run.sh")
+	if err != nil || i.Mode.Perm() != 0o755 {
+		t.Fatalf("run.sh in the tree: %+v, %v; want mode 0755", i, err)
+	}
+	if i, err := f.gw.Tree("alpha").Stat(context.Background(), "up/a/void"); err != nil || !i.IsDir() || i.Mode.Perm() != 0o750 {
+		t.Fatalf("empty directory in the tree: %+v, %v", i, err)
+	}
+
+	dst := filepath.Join(t.TempDir(), "dst")
+	c.mustRsync(t, "-a", "--checksum", c.remote("/up/"), dst+"/")
+	diffR(t, src, dst)
+	for _, p := range []string{"run.sh", "a/b/empty", "a/void"} {
+		a, _ := os.Stat(filepath.Join(src, p))
+		b, err := os.Stat(filepath.Join(dst, p))
+		if err != nil || a.Mode() != b.Mode() || !a.ModTime().Equal(b.ModTime()) {
+			t.Errorf("%s: downloaded %v, want mode %v and time %v as sent", p, b, a.Mode(), a.ModTime())
+		} else if uid := b.Sys().(*syscall.Stat_t).Uid; uid != uint32(os.Getuid()) {
+			t.Errorf("%s: downloaded with owner %d, want the server's user %d", p, uid, os.Getuid())
+		}
+	}
+
+	out := c.mustRsync(t, "-a", "--checksum", "-i", src+"/", c.remote("/up/"))
+	if ts := transfers(out); len(ts) > 0 {
+		t.Errorf("second upload sent %q, want nothing", ts)
+	}
+	out = c.mustRsync(t, "-a", "--checksum", "-i", c.remote("/up/"), dst+"/")
+	if ts := transfers(out); len(ts) > 0 {
+		t.Errorf("second download sent %q, want nothing", ts)
+	}
+
+	// Same size, same time: only the checksums differ.
+	hello := filepath.Join(src, "a", "hello.txt")
+	st, _ := os.Stat(hello)
+	writeFile(t, hello, []byte("HELLO, WORLD\n"), 0o644)
+	os.Chtimes(hello, st.ModTime(), st.ModTime())
+	out = c.mustRsync(t, "-a", "--checksum", "-i", src+"/", c.remote("/up/"))
+	if ts := transfers(out); len(ts) != 1 || !strings.HasSuffix(ts[0], " a/hello.txt") {
+		t.Errorf("after changing a/hello.txt, sent %q, want it only", ts)
+	}
+	if got, err := readTree(t, f, "alpha", "up/a/hello.txt"); err != nil || string(got) != "HELLO, WORLD\n" {
+		t.Errorf("a/hello.txt in the tree: %q, %v", got, err)
+	}
+
+	os.Remove(filepath.Join(src, "a", "b", "empty"))
+	os.Remove(filepath.Join(src, "a", "void"))
+	out = c.mustRsync(t, "-a", "--checksum", "--delete", "-i", src+"/", c.remote("/up/"))
+	if !strings.Contains(out, "*deleting   a/b/empty") || !strings.Contains(out, "*deleting   a/void/") {
+		t.Errorf("--delete: %q", out)
+	}
+	for _, p := range []string{"up/a/b/empty", "up/a/void"} {
+		if _, err := f.gw.Tree("alpha").Stat(context.Background(), p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after --delete: %v, want not found", p, err)
+		}
+	}
+	dst2 := filepath.Join(t.TempDir(), "dst2")
+	c.mustRsync(t, "-a", "--checksum", c.remote("/up/"), dst2+"/")
+	diffR(t, src, dst2)
+}
+
+// TestRsyncChroot: paths with "..", absolute paths and symbolic links
+// stay in the user's bucket: the server's files and another user's
+// bucket are not reached, for reading or writing.
+func TestRsyncChroot(t *testing.T) {
+	f := newFixture(t)
+	c := newRsyncClient(t, f, "alice", "alpha")
+	newRsyncClient(t, f, "bob", "beta")
+	if _, err := f.gw.Tree("beta").Create(context.Background(), "secret.txt", strings.NewReader("bob's\n"), tree.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A file of the server's, named by its absolute path.
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	writeFile(t, outside, []byte("server's own\n"), 0o644)
+
+	dl := t.TempDir()
+	for _, p := range []string{"/etc/passwd", "../../../../../etc/passwd", outside, "/../beta/secret.txt",
+		"../beta/secret.txt", f.users, "~/../../etc/passwd"} {
+		out, code := c.rsync(t, "-a", c.remote(p), dl+"/")
+		if code == 0 {
+			t.Errorf("download of %s: exit 0, want an error:\n%s", p, out)
+		}
+	}
+	if ents, _ := os.ReadDir(dl); len(ents) > 0 {
+		t.Errorf("downloads of files outside the bucket made %v", ents)
+	}
+
+	// Uploads to absolute paths and through ".." land in the bucket.
+	src := filepath.Join(t.TempDir(), "outside.txt")
+	writeFile(t, src, []byte("alice's\n"), 0o644)
+	c.mustRsync(t, "-a", "--mkpath", src, c.remote(filepath.Dir(outside)+"/"))
+	c.mustRsync(t, "-a", "--mkpath", src, c.remote("../../../"+outside))
+	if b, _ := os.ReadFile(outside); string(b) != "server's own\n" {
+		t.Errorf("the server's file was overwritten: %q", b)
+	}
+	if got, err := readTree(t, f, "alpha", outside[1:]); err != nil || string(got) != "alice's\n" {
+		t.Errorf("upload to %s: in the bucket %q, %v", outside, got, err)
+	}
+	c.mustRsync(t, "-a", "--mkpath", src, c.remote("/../beta/secret.txt"))
+	if got, _ := readTree(t, f, "beta", "secret.txt"); string(got) != "bob's\n" {
+		t.Errorf("bob's bucket changed: %q", got)
+	}
+	if got, err := readTree(t, f, "alpha", "beta/secret.txt"); err != nil || string(got) != "alice's\n" {
+		t.Errorf("upload to /../beta/secret.txt: in alice's bucket %q, %v", got, err)
+	}
+
+	// A symbolic link is not kept (the tree has none), and a file sent
+	// through it in a later run stays in the staging copy.
+	links := filepath.Join(t.TempDir(), "links")
+	writeFile(t, filepath.Join(links, "plain"), []byte("x"), 0o644)
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(links, "out")); err != nil {
+		t.Fatal(err)
+	}
+	out, code := c.rsync(t, "-a", links+"/", c.remote("/links/"))
+	if code != 23 || !strings.Contains(out, "not kept: /links/out") {
+		t.Errorf("upload of a symbolic link: exit %d, want 23 and a message:\n%s", code, out)
+	}
+	if _, err := f.gw.Tree("alpha").Stat(context.Background(), "links/out"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("links/out in the tree: %v, want not found", err)
+	}
+	if got, err := readTree(t, f, "alpha", "links/plain"); err != nil || string(got) != "x" {
+		t.Errorf("links/plain beside the link: %q, %v", got, err)
+	}
+	// A later run cannot use the link: it was never kept (and
+	// --keep-dirlinks on the receiver would follow it).
+	over := filepath.Join(t.TempDir(), "over")
+	writeFile(t, filepath.Join(over, "out", filepath.Base(outside)), []byte("through a link\n"), 0o644)
+	c.rsync(t, "-a", "--keep-dirlinks", over+"/", c.remote("/links/"))
+	if b, _ := os.ReadFile(outside); string(b) != "server's own\n" {
+		t.Errorf("the server's file was overwritten through a link: %q", b)
+	}
+}
+
+// TestRsyncRefused: commands other than rsync's server, and rsync
+// options that need a shell or a daemon, get a message and exit 1.
+func TestRsyncRefused(t *testing.T) {
+	f := newFixture(t)
+	c := newRsyncClient(t, f, "alice", "alpha")
+	ssh := strings.Fields(c.ssh)
+	host, _, _ := net.SplitHostPort(f.addr)
+	for _, tc := range []struct{ cmd, msg string }{
+		{"ls /", "only the sftp subsystem and rsync"},
+		{"cat /etc/passwd", "only the sftp subsystem and rsync"},
+		{"rsync --version", "only the sftp subsystem and rsync"},
+		{"rsync --server --daemon .", "no rsync daemon"},
+		{"rsync --server -s .", "-s"},
+		{"rsync --server --sender -logDtpre.iLsfxCIvu . /*", "no shell"},
+		{"rsync --server --sender -vlogDtpre.iLsfxCIvu . /x; rm -rf /", "no shell"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, ssh[0], append(ssh[1:], "alice@"+host, tc.cmd)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("ssh %q: %v, want exit status 1", tc.cmd, err)
+		}
+		if !strings.Contains(stderr.String(), tc.msg) {
+			t.Errorf("ssh %q: stderr %q, want %q", tc.cmd, stderr.String(), tc.msg)
+		}
+	}
+}
+
+// TestRsyncInterrupted: an upload cut off in its middle, with --partial
+// (which keeps a partial file in place on a local disk), commits
+// nothing: the tree keeps the old version.
+func TestRsyncInterrupted(t *testing.T) {
+	f := newFixture(t)
+	c := newRsyncClient(t, f, "alice", "alpha")
+	src := t.TempDir()
+	old := bytes.Repeat([]byte("old "), 1<<18) // 1 MiB
+	writeFile(t, filepath.Join(src, "big.bin"), old, 0o644)
+	c.mustRsync(t, "-a", filepath.Join(src, "big.bin"), c.remote("/big.bin"))
+
+	for len(f.logs) > 0 {
+		<-f.logs
+	}
+	newer := make([]byte, 3<<20)
+	rand.Read(newer)
+	writeFile(t, filepath.Join(src, "big.bin"), newer, 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "rsync", "-e", c.ssh, "-a", "--partial", "--bwlimit=256",
+		filepath.Join(src, "big.bin"), c.remote("/big.bin"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // about 512 KiB sent
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	cmd.Wait()
+	f.awaitLog(t, "sftp: rsync")
+	got, err := readTree(t, f, "alpha", "big.bin")
+	if err != nil || !bytes.Equal(got, old) {
+		t.Fatalf("after an interrupted upload the tree has %d bytes (err %v), want the old version's %d", len(got), err, len(old))
+	}
+	// Run again, it completes.
+	c.mustRsync(t, "-a", "--partial", filepath.Join(src, "big.bin"), c.remote("/big.bin"))
+	if got, err := readTree(t, f, "alpha", "big.bin"); err != nil || !bytes.Equal(got, newer) {
+		t.Fatalf("after the second upload: %d bytes, %v", len(got), err)
+	}
+}
