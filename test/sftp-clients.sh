@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Real SFTP clients against `quilt up` (10 nodes, the gateway and its SFTP
 # server, on 127.0.0.1): OpenSSH's sftp in batch mode, scp up and down, and
+# rsync -e ssh of a tree with --checksum (down again, diff -r, a second run
+# that sends nothing, one changed file, --delete, a refused command), and
 # an sshfs mount (cp -r, diff -r, mv of a directory, rm -r, unmount).
-# Installs openssh-client, sshfs and fuse3 with apt when missing; fails if
-# a client cannot be installed or /dev/fuse is missing: nothing is skipped.
-# rsync -e ssh is not run: it needs a remote shell running rsync, which an
-# SFTP-only server does not offer (docs/mounts.md).
+# Installs openssh-client, rsync, bubblewrap (the server runs rsync in its
+# sandbox), sshfs and fuse3 with apt when missing; fails if a client cannot
+# be installed or /dev/fuse is missing: nothing is skipped.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -21,6 +22,8 @@ say() { printf '\n== %s\n' "$*"; }
 
 need=()
 command -v sftp >/dev/null && command -v scp >/dev/null || need+=(openssh-client)
+command -v rsync >/dev/null || need+=(rsync)
+command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v sshfs >/dev/null || need+=(sshfs)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 if [ ${#need[@]} -gt 0 ]; then
@@ -77,6 +80,47 @@ scp -q "${ssh_opts[@]}" -P "$QUILT_SFTP_PORT" "$work/big" "$dest:/docs/scp-big"
 scp -q -p "${ssh_opts[@]}" -P "$QUILT_SFTP_PORT" "$work/small" "$dest:/docs/scp-small"
 scp -q "${ssh_opts[@]}" -P "$QUILT_SFTP_PORT" "$dest:/docs/scp-big" "$work/scp-big.back"
 cmp "$work/big" "$work/scp-big.back"
+
+say "rsync -e ssh"
+rsh="ssh -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=$QUILT_SFTP_KNOWN_HOSTS -i $QUILT_SFTP_KEY -p $QUILT_SFTP_PORT"
+r="$work/rtree"
+mkdir -p "$r/a/b/c" "$r/empty-dir"
+head -c 3145728 /dev/urandom >"$r/a/b/c/big"
+for i in $(seq 1 10); do head -c $((i * 1009)) /dev/urandom >"$r/a/f$i"; done
+echo hello >"$r/a/b/hello"
+: >"$r/a/empty"
+chmod 755 "$r/a/f1"
+rsync -a --checksum -e "$rsh" "$r/" "$dest:/rsync/"
+rsync -a --checksum -e "$rsh" "$dest:/rsync/" "$work/rtree.back/"
+diff -r "$r" "$work/rtree.back"
+[ "$(stat -c %a "$work/rtree.back/a/f1")" = 755 ]
+# Through another door: the same bytes over sftp.
+echo "get /rsync/a/b/c/big $work/rsync-big.sftp" | sftp "${ssh_opts[@]}" -P "$QUILT_SFTP_PORT" -b - "$dest" >/dev/null
+cmp "$r/a/b/c/big" "$work/rsync-big.sftp"
+# A second run sends nothing.
+out=$(rsync -a --checksum -i -e "$rsh" "$r/" "$dest:/rsync/")
+if grep -E '^[<>c*]' <<<"$out"; then echo "a second rsync sent the lines above"; exit 1; fi
+# A change of the same size and time: only --checksum sees it, and only it is sent.
+t=$(stat -c %y "$r/a/b/hello")
+echo HELLO >"$r/a/b/hello"
+touch -d "$t" "$r/a/b/hello"
+out=$(rsync -a --checksum -i -e "$rsh" "$r/" "$dest:/rsync/")
+echo "$out"
+[ "$(grep -cE '^[<>c*]' <<<"$out")" = 1 ] || { echo "want one file sent"; exit 1; }
+grep -q '^<f.* a/b/hello$' <<<"$out"
+rm "$r/a/f3" && rmdir "$r/empty-dir"
+out=$(rsync -a --checksum --delete -i -e "$rsh" "$r/" "$dest:/rsync/")
+echo "$out"
+grep -q '^\*deleting *a/f3$' <<<"$out"
+grep -q '^\*deleting *empty-dir/$' <<<"$out"
+rm -rf "$work/rtree.back"
+rsync -a --checksum -e "$rsh" "$dest:/rsync/" "$work/rtree.back/"
+diff -r "$r" "$work/rtree.back"
+# Nothing but rsync's server runs.
+if $rsh "$dest" cat /etc/passwd >"$work/out" 2>"$work/err"; then echo "a command ran"; exit 1; fi
+cat "$work/err"
+grep -q 'only the sftp subsystem and rsync' "$work/err"
+[ ! -s "$work/out" ]
 
 say "sshfs"
 mkdir -p "$mnt"
