@@ -1,9 +1,11 @@
 // Package sftp serves the file tree of gateway buckets over SFTP (SSH's
-// file transfer subsystem), for sftp, scp and sshfs: each user logs in
-// with a key or a password from a users file and sees one bucket's tree
-// as their whole filesystem, chrooted to it. Files open for writing are
-// spooled locally and committed as one new object version when their last
-// handle closes (internal/tree/openfile). See docs/mounts.md.
+// file transfer subsystem), for sftp, scp and sshfs, and to rsync -e ssh:
+// each user logs in with a key or a password from a users file and sees
+// one bucket's tree as their whole filesystem, chrooted to it. Files open
+// for writing are spooled locally and committed as one new object version
+// when their last handle closes (internal/tree/openfile). rsync's server
+// is the system's rsync, run in a bubblewrap sandbox on a staging copy of
+// the paths it names (rsync.go). See docs/mounts.md.
 package sftp
 
 import (
