@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/tree"
 	"golang.org/x/crypto/ssh"
@@ -59,6 +60,19 @@ func (s *Server) serveExec(ch ssh.Channel, user, bucket, cmdline string) uint32 
 		fmt.Fprintf(stderr, "quilt: no bucket for user %s\n", user)
 		return exitError
 	}
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	c.expand(func(dir string) ([]string, error) {
+		is, err := t.ReadDirAll(ctx, dir)
+		names := make([]string, len(is))
+		for i, e := range is {
+			names[i] = e.Name()
+		}
+		return names, err
+	}, func(p string) (bool, bool) {
+		i, err := t.Stat(ctx, p)
+		return err == nil, err == nil && i.IsDir()
+	})
+	cancel()
 	code, err := s.runRsync(ch, t, c)
 	if err != nil {
 		s.cfg.Logger.Warn("sftp: rsync", "user", user, "bucket", bucket, "exit", code, "err", err)

@@ -235,6 +235,23 @@ func TestRsyncRoundTrip(t *testing.T) {
 	dst2 := filepath.Join(t.TempDir(), "dst2")
 	c.mustRsync(t, "-a", "--checksum", c.remote("/up/"), dst2+"/")
 	diffR(t, src, dst2)
+
+	// Remote paths with blanks, quotes and shell characters, as rsync
+	// escapes them on the command line.
+	odd := "/odd dir/it's \"$x\" & (ü)/"
+	c.mustRsync(t, "-a", "--mkpath", src+"/a/", c.remote(odd))
+	if got, err := readTree(t, f, "alpha", odd[1:]+"hello.txt"); err != nil || string(got) != "HELLO, WORLD\n" {
+		t.Errorf("upload to %q: %q, %v", odd, got, err)
+	}
+	// Wildcards in a download's paths expand on the bucket.
+	globbed := t.TempDir()
+	c.mustRsync(t, "-a", c.remote("/up/*.sh"), c.remote("/up/a/*.txt"), globbed+"/")
+	if ents, _ := os.ReadDir(globbed); len(ents) != 2 || ents[0].Name() != "hello.txt" || ents[1].Name() != "run.sh" {
+		t.Errorf("download of /up/*.sh and /up/a/*.txt: %v, want hello.txt and run.sh", ents)
+	}
+	dst3 := filepath.Join(t.TempDir(), "dst3")
+	c.mustRsync(t, "-a", c.remote(odd), dst3+"/")
+	diffR(t, filepath.Join(src, "a"), dst3)
 }
 
 // TestRsyncChroot: paths with "..", absolute paths and symbolic links
@@ -322,7 +339,8 @@ func TestRsyncRefused(t *testing.T) {
 		{"rsync --version", "only the sftp subsystem and rsync"},
 		{"rsync --server --daemon .", "no rsync daemon"},
 		{"rsync --server -s .", "-s"},
-		{"rsync --server --sender -logDtpre.iLsfxCIvu . /*", "no shell"},
+		{"rsync --server --sender -logDtpre.iLsfxCIvu . /x && ls", "no shell"},
+		{"rsync --server --sender -logDtpre.iLsfxCIvu . $HOME", "no shell"},
 		{"rsync --server --sender -vlogDtpre.iLsfxCIvu . /x; rm -rf /", "no shell"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

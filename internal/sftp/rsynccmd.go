@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -22,6 +23,10 @@ type rsyncCommand struct {
 	// scopes are the tree paths the arguments name (clean, no leading
 	// "/", "" for the root): what is copied to the staging directory.
 	scopes []string
+	// globs are, for a download, the arguments with wildcards (a
+	// path.Match pattern of the tree path, by index in args), to expand
+	// on the tree as the shell of an sshd would (expand).
+	globs map[int]string
 	// partial: options that write a file in place or keep a partial one
 	// (--partial, --partial-dir, --inplace, --append).
 	partial bool
@@ -39,9 +44,13 @@ var (
 // "rsync --server [--sender] OPTIONS . PATH...", as rsync sends it (its
 // arguments escaped with backslashes since rsync 3.2.4, or quoted).
 func parseRsync(cmdline string) (*rsyncCommand, error) {
-	w, err := splitCommand(cmdline)
+	ws, err := splitCommand(cmdline)
 	if err != nil {
 		return nil, err
+	}
+	w := make([]string, len(ws))
+	for i, x := range ws {
+		w[i] = x.s
 	}
 	if len(w) < 2 || path.Base(w[0]) != "rsync" || w[1] != "--server" {
 		return nil, ErrNotServed
@@ -83,12 +92,114 @@ func parseRsync(cmdline string) (*rsyncCommand, error) {
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
-	for _, p := range paths {
+	for j, p := range paths {
 		arg, scope := confine(p)
+		if k := i + 1 + j; k < len(ws) && ws[k].glob != "" && c.sender {
+			g := ws[k].glob
+			// The pattern confined as the path; "/./" (--relative) is
+			// not expanded.
+			if _, gscope := confine(g); !strings.Contains(g, "/./") {
+				if c.globs == nil {
+					c.globs = map[int]string{}
+				}
+				c.globs[len(c.args)] = gscope
+			}
+		}
 		c.args = append(c.args, arg)
 		c.scopes = append(c.scopes, scope)
 	}
 	return c, nil
+}
+
+// hasMeta reports whether pattern p has a wildcard not escaped.
+func hasMeta(p string) bool {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '*', '?', '[':
+			return true
+		}
+	}
+	return false
+}
+
+// unescape removes a pattern's escapes.
+func unescape(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' && i+1 < len(p) {
+			i++
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
+}
+
+// expandGlob lists the tree paths pattern matches, one element at a time
+// as a shell does (a wildcard does not match a leading "." or a "/"),
+// sorted; none is nil. readDir lists a directory's names.
+func expandGlob(pattern string, readDir func(dir string) ([]string, error)) []string {
+	cur := []string{""}
+	for _, el := range strings.Split(pattern, "/") {
+		var next []string
+		for _, d := range cur {
+			if !hasMeta(el) {
+				next = append(next, path.Join(d, unescape(el)))
+				continue
+			}
+			names, err := readDir(d)
+			if err != nil {
+				continue
+			}
+			for _, n := range names {
+				if strings.HasPrefix(n, ".") && !strings.HasPrefix(el, ".") {
+					continue
+				}
+				if ok, _ := path.Match(el, n); ok {
+					next = append(next, path.Join(d, n))
+				}
+			}
+		}
+		cur = next
+	}
+	slices.Sort(cur)
+	return cur
+}
+
+// expand replaces each argument with wildcards by the tree paths it
+// matches that exist (directories only for one that ends in "/"), as the
+// shell of an sshd would; one that matches nothing stays as it is (rsync
+// then says it does not exist). stat tells whether p exists and is a
+// directory.
+func (c *rsyncCommand) expand(readDir func(dir string) ([]string, error), stat func(p string) (exists, dir bool)) {
+	if len(c.globs) == 0 {
+		return
+	}
+	var args, scopes []string
+	for i, a := range c.args {
+		g, ok := c.globs[i]
+		var ms []string
+		if ok {
+			for _, m := range expandGlob(g, readDir) {
+				if ok, dir := stat(m); ok && (dir || !strings.HasSuffix(a, "/")) {
+					ms = append(ms, m)
+				}
+			}
+		}
+		if len(ms) == 0 {
+			args, scopes = append(args, a), append(scopes, c.scopes[i])
+			continue
+		}
+		for _, m := range ms {
+			arg := "./" + m
+			if strings.HasSuffix(a, "/") {
+				arg += "/"
+			}
+			args, scopes = append(args, arg), append(scopes, m)
+		}
+	}
+	c.args, c.scopes, c.globs = args, scopes, nil
 }
 
 // confine maps a path the client named to the same path in the bucket:
@@ -124,30 +235,49 @@ func confine(p string) (arg, scope string) {
 	return arg, scope
 }
 
+// word is one word of a command line: s, and if it has wildcards not
+// quoted, glob, the word as a path.Match pattern (quoted wildcards
+// escaped).
+type word struct{ s, glob string }
+
 // splitCommand splits a command line into words as a POSIX shell does
 // for plain words: blanks separate, a backslash quotes the next
 // character, '…' and "…" quote (in "…", a backslash quotes only $ ` " \
-// and a newline). Expansions are not done: a word with $, `, a glob or an
-// operator (; | & < > ( )) unquoted is an error, since no shell runs.
-func splitCommand(s string) ([]string, error) {
-	var words []string
-	var w strings.Builder
-	in := false // inside a word
+// and a newline). Wildcards (* ? [) not quoted are marked for expand.
+// Other expansions are not done: $, ` or an operator (; | & < > ( ))
+// not quoted is an error, since no shell runs.
+func splitCommand(s string) ([]word, error) {
+	var words []word
+	var w, pat strings.Builder
+	in, glob := false, false // inside a word; it has a wildcard
+	// lit adds a quoted character.
+	lit := func(b byte) {
+		w.WriteByte(b)
+		if strings.IndexByte("*?[\\", b) >= 0 {
+			pat.WriteByte('\\')
+		}
+		pat.WriteByte(b)
+	}
 	for i := 0; i < len(s); i++ {
 		ch := s[i]
 		switch {
 		case ch == ' ' || ch == '\t' || ch == '\n':
 			if in {
-				words = append(words, w.String())
+				x := word{s: w.String()}
+				if glob {
+					x.glob = pat.String()
+				}
+				words = append(words, x)
 				w.Reset()
-				in = false
+				pat.Reset()
+				in, glob = false, false
 			}
 		case ch == '\\':
 			in = true
 			if i+1 < len(s) {
 				i++
 				if s[i] != '\n' {
-					w.WriteByte(s[i])
+					lit(s[i])
 				}
 			}
 		case ch == '\'':
@@ -156,7 +286,9 @@ func splitCommand(s string) ([]string, error) {
 			if j < 0 {
 				return nil, errors.New("sftp: command: unterminated '")
 			}
-			w.WriteString(s[i+1 : i+1+j])
+			for k := i + 1; k < i+1+j; k++ {
+				lit(s[k])
+			}
 			i += 1 + j
 		case ch == '"':
 			in = true
@@ -167,20 +299,29 @@ func splitCommand(s string) ([]string, error) {
 				} else if s[i] == '$' || s[i] == '`' {
 					return nil, fmt.Errorf("sftp: command: %q: no shell here to expand it", s[i])
 				}
-				w.WriteByte(s[i])
+				lit(s[i])
 			}
 			if i == len(s) {
 				return nil, errors.New("sftp: command: unterminated \"")
 			}
-		case strings.IndexByte("$`;|&<>()*?[", ch) >= 0:
-			return nil, fmt.Errorf("sftp: command: %q: no shell here to expand it (quote it)", ch)
+		case strings.IndexByte("$`;|&<>()", ch) >= 0:
+			return nil, fmt.Errorf("sftp: command: %q: no shell here to run it (quote it)", ch)
+		case ch == '*' || ch == '?' || ch == '[':
+			in, glob = true, true
+			w.WriteByte(ch)
+			pat.WriteByte(ch)
 		default:
 			in = true
 			w.WriteByte(ch)
+			pat.WriteByte(ch)
 		}
 	}
 	if in {
-		words = append(words, w.String())
+		x := word{s: w.String()}
+		if glob {
+			x.glob = pat.String()
+		}
+		words = append(words, x)
 	}
 	return words, nil
 }

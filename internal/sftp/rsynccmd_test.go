@@ -2,7 +2,10 @@ package sftp
 
 import (
 	"errors"
+	"io/fs"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -15,6 +18,7 @@ func TestRsyncCommand(t *testing.T) {
 		args    []string
 		scopes  []string
 		partial bool
+		globs   map[int]string
 		err     error // nil: accepted; errAny: any error
 	}{
 		{cmd: `rsync --server -vlogDtprce.iLsfxCIvu . /up/`, args: []string{"./up/"}, scopes: []string{"up"}},
@@ -47,7 +51,12 @@ func TestRsyncCommand(t *testing.T) {
 		{cmd: `rsync --server -logDtpre.iLsfxCIvu . $HOME`, err: errAny},
 		{cmd: "rsync --server -logDtpre.iLsfxCIvu . `id`", err: errAny},
 		{cmd: `rsync --server -logDtpre.iLsfxCIvu . "$(id)"`, err: errAny},
-		{cmd: `rsync --server -logDtpre.iLsfxCIvu . /x/*`, err: errAny},
+		// Wildcards: a download's are expanded on the tree (expand); an
+		// upload's destination is a name.
+		{cmd: `rsync --server -logDtpre.iLsfxCIvu . /x/*`, args: []string{"./x/*"}, scopes: []string{"x/*"}},
+		{cmd: `rsync --server --sender -logDtpre.iLsfxCIvu . /x/*.txt /y\*/[ab]/`, sender: true,
+			args: []string{"./x/*.txt", "./y*/[ab]/"}, scopes: []string{"x/*.txt", "y*/[ab]"},
+			globs: map[int]string{0: "x/*.txt", 1: `y\*/[ab]`}},
 		{cmd: `rsync --server -logDtpre.iLsfxCIvu . 'unterminated`, err: errAny},
 		{cmd: `rsync --server -logDtpre.iLsfxCIvu /x`, err: errAny},
 		{cmd: `rsync --server -logDtpre.iLsfxCIvu x . y`, err: errAny},
@@ -61,11 +70,64 @@ func TestRsyncCommand(t *testing.T) {
 		case err != nil:
 			continue
 		}
-		if c.sender != tc.sender || !slices.Equal(c.args, tc.args) || !slices.Equal(c.scopes, tc.scopes) || c.partial != tc.partial {
-			t.Errorf("%s: sender %v args %q scopes %q partial %v; want %v %q %q %v",
-				tc.cmd, c.sender, c.args, c.scopes, c.partial, tc.sender, tc.args, tc.scopes, tc.partial)
+		if c.sender != tc.sender || !slices.Equal(c.args, tc.args) || !slices.Equal(c.scopes, tc.scopes) || c.partial != tc.partial ||
+			!maps.Equal(c.globs, tc.globs) {
+			t.Errorf("%s: sender %v args %q scopes %q partial %v globs %v; want %v %q %q %v %v",
+				tc.cmd, c.sender, c.args, c.scopes, c.partial, c.globs, tc.sender, tc.args, tc.scopes, tc.partial, tc.globs)
 		}
 	}
 }
 
 var errAny = errors.New("any error")
+
+// TestRsyncGlob: wildcards of a download expand on the tree as a shell's
+// would, element by element; a quoted one is a plain character.
+func TestRsyncGlob(t *testing.T) {
+	dirs := map[string][]string{
+		"":     {".hidden", "a.txt", "b.txt", "c.jpg", "d", "y*"},
+		"d":    {"e.txt", "f"},
+		"d/f":  {"g.txt"},
+		"y*":   {"a", "b", "c"},
+		"y*/a": {"z"},
+	}
+	stat := func(p string) (bool, bool) {
+		d, n := "", p
+		if i := strings.LastIndex(p, "/"); i >= 0 {
+			d, n = p[:i], p[i+1:]
+		}
+		_, dir := dirs[p]
+		return slices.Contains(dirs[d], n), dir
+	}
+	readDir := func(d string) ([]string, error) {
+		if n, ok := dirs[d]; ok {
+			return n, nil
+		}
+		return nil, fs.ErrNotExist
+	}
+	for _, tc := range []struct {
+		cmd    string
+		args   []string
+		scopes []string
+	}{
+		{`rsync --server --sender -le. . /*.txt`, []string{"./a.txt", "./b.txt"}, []string{"a.txt", "b.txt"}},
+		{`rsync --server --sender -le. . /*`, []string{"./a.txt", "./b.txt", "./c.jpg", "./d", "./y*"}, []string{"a.txt", "b.txt", "c.jpg", "d", "y*"}},
+		{`rsync --server --sender -le. . /.h*`, []string{"./.hidden"}, []string{".hidden"}},
+		{`rsync --server --sender -le. . /*/*.txt /d/*/`, []string{"./d/e.txt", "./d/f/"}, []string{"d/e.txt", "d/f"}},
+		{`rsync --server --sender -le. . /../*.jpg`, []string{"./c.jpg"}, []string{"c.jpg"}},
+		{`rsync --server --sender -le. . /y\*/[ab]`, []string{"./y*/a", "./y*/b"}, []string{"y*/a", "y*/b"}},
+		{`rsync --server --sender -le. . '/y*'`, []string{"./y*"}, []string{"y*"}},
+		{`rsync --server --sender -le. . /*.png /d`, []string{"./*.png", "./d"}, []string{"*.png", "d"}},
+		{`rsync --server --sender -le. . /*/z`, []string{"./*/z"}, []string{"*/z"}},
+		{`rsync --server --sender -le. . /*/a/z`, []string{"./y*/a/z"}, []string{"y*/a/z"}},
+		{`rsync --server --sender -le. . /*/`, []string{"./d/", "./y*/"}, []string{"d", "y*"}},
+	} {
+		c, err := parseRsync(tc.cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.cmd, err)
+		}
+		c.expand(readDir, stat)
+		if !slices.Equal(c.args, tc.args) || !slices.Equal(c.scopes, tc.scopes) {
+			t.Errorf("%s: args %q scopes %q, want %q %q", tc.cmd, c.args, c.scopes, tc.args, tc.scopes)
+		}
+	}
+}
