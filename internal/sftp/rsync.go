@@ -133,7 +133,7 @@ func (s *Server) runRsync(ch ssh.Channel, t *tree.Tree, c *rsyncCommand) (uint32
 		return exitError, err
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.CommitTimeout)
-	st, err := newStage(ctx, t, s.cfg.SpoolDir, c.scopes)
+	st, err := newStage(ctx, t, s.cfg.SpoolDir, c.scopes, c.sizesOnly)
 	cancel()
 	if err != nil {
 		return exitError, fmt.Errorf("staging: %w", err)

@@ -398,3 +398,81 @@ func TestRsyncInterrupted(t *testing.T) {
 		t.Fatalf("after the second upload: %d bytes, %v", len(got), err)
 	}
 }
+
+// TestRsyncSizesOnly: an upload that compares only sizes and times (no
+// --checksum) stages the destination's files without reading their
+// bytes from the grid, and still builds each file it sends right (a
+// delta against zeros); one with --inplace reads them.
+func TestRsyncSizesOnly(t *testing.T) {
+	f := newFixture(t)
+	c := newRsyncClient(t, f, "alice", "alpha")
+	src := t.TempDir()
+	big := make([]byte, 3<<20)
+	rand.Read(big)
+	writeFile(t, filepath.Join(src, "big.bin"), big, 0o644)
+	writeFile(t, filepath.Join(src, "d", "small"), []byte("small\n"), 0o644)
+	writeFile(t, filepath.Join(src, "d", "same-size"), []byte("0123456789"), 0o644)
+	c.mustRsync(t, "-a", src+"/", c.remote("/s/"))
+
+	want := func(p string, b []byte) {
+		t.Helper()
+		if got, err := readTree(t, f, "alpha", "s/"+p); err != nil || !bytes.Equal(got, b) {
+			t.Errorf("%s in the tree: %d bytes %q…, %v; want %d bytes", p, len(got), got[:min(len(got), 16)], err, len(b))
+		}
+	}
+	opens := f.opens.Load()
+	out := c.mustRsync(t, "-a", "-i", src+"/", c.remote("/s/"))
+	if ts := transfers(out); len(ts) > 0 {
+		t.Errorf("second upload sent %q, want nothing", ts)
+	}
+	// Changes: a block in the middle of the big file, another size, the
+	// same size at another time, a mode, a time alone.
+	copy(big[1<<20:], "changed in the middle")
+	writeFile(t, filepath.Join(src, "big.bin"), big, 0o644)
+	writeFile(t, filepath.Join(src, "d", "small"), []byte("smaller, no: larger\n"), 0o600)
+	writeFile(t, filepath.Join(src, "d", "same-size"), []byte("9876543210"), 0o644)
+	os.Chtimes(filepath.Join(src, "d", "same-size"), time.Now().Add(time.Hour), time.Now().Add(time.Hour))
+	out = c.mustRsync(t, "-a", "-i", src+"/", c.remote("/s/"))
+	if ts := transfers(out); len(ts) != 3 {
+		t.Errorf("upload of 3 changed files sent %q", ts)
+	}
+	if n := f.opens.Load() - opens; n != 0 {
+		t.Errorf("uploads without --checksum read %d objects from the grid, want none", n)
+	}
+	want("big.bin", big)
+	want("d/small", []byte("smaller, no: larger\n"))
+	want("d/same-size", []byte("9876543210"))
+	if i, err := f.gw.Tree("alpha").Stat(context.Background(), "s/d/small"); err != nil || i.Mode.Perm() != 0o600 {
+		t.Errorf("d/small: %+v, %v; want mode 0600", i, err)
+	}
+	// A mode alone: the bytes stay.
+	os.Chmod(filepath.Join(src, "big.bin"), 0o640)
+	c.mustRsync(t, "-a", src+"/", c.remote("/s/"))
+	want("big.bin", big)
+	if i, err := f.gw.Tree("alpha").Stat(context.Background(), "s/big.bin"); err != nil || i.Mode.Perm() != 0o640 {
+		t.Errorf("big.bin: %+v, %v; want mode 0640", i, err)
+	}
+	// A time alone: rsync sends the file again (a delta against zeros).
+	later := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	os.Chtimes(filepath.Join(src, "big.bin"), later, later)
+	c.mustRsync(t, "-a", src+"/", c.remote("/s/"))
+	want("big.bin", big)
+	if i, err := f.gw.Tree("alpha").Stat(context.Background(), "s/big.bin"); err != nil || !i.ModTime.Equal(later) {
+		t.Errorf("big.bin: %+v, %v; want time %v", i, err, later)
+	}
+	if n := f.opens.Load() - opens; n != 0 {
+		t.Errorf("uploads without --checksum read %d objects from the grid, want none", n)
+	}
+
+	// --inplace rewrites blocks of the old file: its bytes are staged.
+	copy(big[2<<20:], "in place")
+	writeFile(t, filepath.Join(src, "big.bin"), big, 0o644)
+	c.mustRsync(t, "-a", "--inplace", "--no-whole-file", src+"/", c.remote("/s/"))
+	want("big.bin", big)
+	if f.opens.Load() == opens {
+		t.Errorf("an --inplace upload read nothing from the grid")
+	}
+	dst := t.TempDir()
+	c.mustRsync(t, "-a", c.remote("/s/"), dst+"/")
+	diffR(t, src, dst)
+}

@@ -30,6 +30,10 @@ type rsyncCommand struct {
 	// partial: options that write a file in place or keep a partial one
 	// (--partial, --partial-dir, --inplace, --append).
 	partial bool
+	// sizesOnly: an upload whose options only compare sizes and times of
+	// the files already there and, for the files it replaces, read them
+	// as the basis of a delta (lazySafe): their bytes need not be staged.
+	sizesOnly bool
 }
 
 // Errors of a command that is not served.
@@ -55,7 +59,7 @@ func parseRsync(cmdline string) (*rsyncCommand, error) {
 	if len(w) < 2 || path.Base(w[0]) != "rsync" || w[1] != "--server" {
 		return nil, ErrNotServed
 	}
-	c := &rsyncCommand{}
+	c := &rsyncCommand{sizesOnly: true}
 	i := 1
 	for ; i < len(w) && w[i] != "."; i++ {
 		o := w[i]
@@ -83,10 +87,16 @@ func parseRsync(cmdline string) (*rsyncCommand, error) {
 				c.partial = true
 			}
 		}
+		if !lazySafe(o) {
+			c.sizesOnly = false
+		}
 		c.opts = append(c.opts, o)
 	}
 	if i == len(w) {
 		return nil, fmt.Errorf("sftp: rsync: no \".\" after the options")
+	}
+	if c.sender {
+		c.sizesOnly = false
 	}
 	paths := w[i+1:]
 	if len(paths) == 0 {
@@ -109,6 +119,42 @@ func parseRsync(cmdline string) (*rsyncCommand, error) {
 		c.scopes = append(c.scopes, scope)
 	}
 	return c, nil
+}
+
+// lazySafe reports whether an rsync option (of the receiving server)
+// leaves the bytes of the files already at the destination unread except
+// as the basis of a delta, and unused once rsync has replaced them (by a
+// new file, renamed into place). Then a staged file may hold zeros of its
+// size instead of its bytes: rsync's quick check reads only sizes and
+// times, and a delta against zeros still builds the right file (rsync
+// checks the whole file's checksum). Not so for --checksum (-c), which
+// compares the bytes; --append and --inplace, which keep them; --backup
+// (-b), --link-dest, --copy-dest and hard links (-H), which keep or reuse
+// the old file; and any option not known here.
+func lazySafe(o string) bool {
+	if !strings.HasPrefix(o, "--") {
+		short, _, _ := strings.Cut(o[1:], "e")
+		for _, r := range short {
+			if !strings.ContainsRune("vqlogDtprRxzSuWOJmIykKEdinh", r) {
+				return false
+			}
+		}
+		return true
+	}
+	name, _, _ := strings.Cut(o[2:], "=")
+	switch name {
+	case "server", "delete", "delete-before", "delete-during", "delete-delay", "delete-after",
+		"delete-excluded", "delete-missing-args", "ignore-missing-args", "force", "max-delete",
+		"size-only", "modify-window", "timeout", "partial", "partial-dir", "delay-updates",
+		"existing", "ignore-existing", "min-size", "max-size", "mkpath", "numeric-ids",
+		"compress-choice", "compress-level", "checksum-choice", "ignore-errors", "omit-dir-times",
+		"omit-link-times", "bwlimit", "no-implied-dirs", "safe-links", "munge-links", "chmod",
+		"prune-empty-dirs", "fuzzy", "info", "debug", "log-format", "sparse", "preallocate",
+		"whole-file", "no-whole-file", "stats", "msgs2stderr", "no-msgs2stderr", "stop-after",
+		"stop-at", "max-alloc", "block-size", "checksum-seed", "no-r", "no-relative", "no-W":
+		return true
+	}
+	return false
 }
 
 // hasMeta reports whether pattern p has a wildcard not escaped.

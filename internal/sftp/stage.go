@@ -28,6 +28,8 @@ type stage struct {
 	dir string
 	// snap is what was copied, by tree path ("" is the root).
 	snap map[string]staged
+	// zeros: files are staged as zeros of their size (newStage).
+	zeros bool
 }
 
 // staged is one copied file or directory as it was before rsync ran.
@@ -38,18 +40,21 @@ type staged struct {
 	mtime time.Time   // the tree's (zero: none)
 	sum   [32]byte    // SHA-256 of a file's bytes
 	above bool        // a directory above a scope: not all its entries copied
+	zeros bool        // a file staged as zeros of its size, not its bytes
 	ino   uint64      // of the staged copy after copying
 	ctime syscall.Timespec
 }
 
 // newStage copies the tree paths scopes (and the directories above them)
-// into a new directory under spool.
-func newStage(ctx context.Context, t *tree.Tree, spool string, scopes []string) (*stage, error) {
+// into a new directory under spool. With zeros, files are staged as
+// sparse files of their size, without reading their bytes
+// (rsyncCommand.sizesOnly).
+func newStage(ctx context.Context, t *tree.Tree, spool string, scopes []string, zeros bool) (*stage, error) {
 	dir, err := os.MkdirTemp(spool, "quilt-rsync-*")
 	if err != nil {
 		return nil, err
 	}
-	st := &stage{t: t, dir: dir, snap: map[string]staged{}}
+	st := &stage{t: t, dir: dir, snap: map[string]staged{}, zeros: zeros}
 	var dirs []string // to set their times after their contents
 	for _, sc := range scopes {
 		if err := st.copyScope(ctx, sc, &dirs); err != nil {
@@ -195,6 +200,9 @@ func (st *stage) copyFile(ctx context.Context, i tree.Info) error {
 	if _, ok := st.snap[i.Path]; ok {
 		return nil
 	}
+	if st.zeros {
+		return st.zeroFile(i)
+	}
 	rc, _, err := st.t.Open(ctx, i.Path, 0, -1)
 	if err != nil {
 		return err
@@ -223,6 +231,32 @@ func (st *stage) copyFile(ctx context.Context, i tree.Info) error {
 	s := staged{size: n, mode: mode, mtime: i.ModTime}
 	copy(s.sum[:], h.Sum(nil))
 	st.snap[i.Path] = s
+	return nil
+}
+
+// zeroFile stages file i as a sparse file of its size, with its mode and
+// time.
+func (st *stage) zeroFile(i tree.Info) error {
+	l := st.local(i.Path)
+	f, err := os.OpenFile(l, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(i.Size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	mode := i.Mode.Perm()
+	if err := os.Chmod(l, mode|0o600); err != nil {
+		return err
+	}
+	if err := os.Chtimes(l, timeOr1970(i.ModTime), timeOr1970(i.ModTime)); err != nil {
+		return err
+	}
+	st.snap[i.Path] = staged{size: i.Size, mode: mode, mtime: i.ModTime, zeros: true}
 	return nil
 }
 
@@ -296,8 +330,11 @@ func (st *stage) commit(ctx context.Context, spool string) (skipped []string, er
 				}
 				had = false
 			}
-			same := false
-			if had && fi.Size() == old.size {
+			// A file staged as zeros and still the same inode holds
+			// zeros: rsync changed its mode or time only (it replaces a
+			// file it rewrites). Else compare the bytes.
+			same := had && old.zeros && sys.Ino == old.ino
+			if had && !old.zeros && fi.Size() == old.size {
 				sum, err := fileSum(l)
 				if err != nil {
 					return err
