@@ -112,7 +112,7 @@ func sftpHint(svc *sftpService) string {
 }
 
 func runSFTP(ctx context.Context, args []string) error {
-	fs := newFlagSet("sftp", "Usage: quilt sftp --grid INVITE [flags]\n\nServes the file trees of the gateway's buckets over SFTP (sftp, scp, sshfs)\nuntil interrupted. Each user of DIR/sftp-users is chrooted to one bucket;\nthe first start makes a user \"quilt\" for bucket \"files\" with a key in\nDIR/sftp-user-key. The host key is DIR/sftp-host-key. See docs/mounts.md.")
+	fs := newFlagSet("sftp", "Usage: quilt sftp --grid INVITE [flags]\n\nServes the file trees of the gateway's buckets over SFTP (sftp, scp, sshfs)\nand to rsync -e ssh until interrupted. Each user of DIR/sftp-users is chrooted to one bucket;\nthe first start makes a user \"quilt\" for bucket \"files\" with a key in\nDIR/sftp-user-key. The host key is DIR/sftp-host-key. See docs/mounts.md.")
 	var g gridFlags
 	g.register(fs)
 	addr := fs.String("listen", "127.0.0.1:7722", "SFTP address (host:port)")

@@ -243,6 +243,19 @@ func TestRsyncRoundTrip(t *testing.T) {
 	if got, err := readTree(t, f, "alpha", odd[1:]+"hello.txt"); err != nil || string(got) != "HELLO, WORLD\n" {
 		t.Errorf("upload to %q: %q, %v", odd, got, err)
 	}
+	// --remove-source-files removes what was sent from the bucket.
+	moved := t.TempDir()
+	c.mustRsync(t, "-a", "--remove-source-files", c.remote("/up/top.txt"), moved+"/")
+	if b, err := os.ReadFile(filepath.Join(moved, "top.txt")); err != nil || string(b) != "top\n" {
+		t.Errorf("download with --remove-source-files: %q, %v", b, err)
+	}
+	if _, err := f.gw.Tree("alpha").Stat(context.Background(), "up/top.txt"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("up/top.txt after --remove-source-files: %v, want not found", err)
+	}
+	if _, err := f.gw.Tree("alpha").Stat(context.Background(), "up/run.sh"); err != nil {
+		t.Errorf("up/run.sh beside it: %v", err)
+	}
+
 	// Wildcards in a download's paths expand on the bucket.
 	globbed := t.TempDir()
 	c.mustRsync(t, "-a", c.remote("/up/*.sh"), c.remote("/up/a/*.txt"), globbed+"/")
@@ -475,4 +488,33 @@ func TestRsyncSizesOnly(t *testing.T) {
 	dst := t.TempDir()
 	c.mustRsync(t, "-a", c.remote("/s/"), dst+"/")
 	diffR(t, src, dst)
+}
+
+// TestRsyncStaleStaging: a new server removes the staging directories a
+// crashed one left in its spool, and nothing else there.
+func TestRsyncStaleStaging(t *testing.T) {
+	spool := t.TempDir()
+	stale := filepath.Join(spool, "quilt-rsync-123", "d")
+	writeFile(t, filepath.Join(stale, "f"), []byte("x"), 0o444)
+	if err := os.Chmod(stale, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(spool, "other"), []byte("kept"), 0o644)
+	hk, err := sftp.LoadOrCreateKey(filepath.Join(t.TempDir(), "hk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sftp.New(sftp.Config{HostKey: hk, SpoolDir: spool,
+		Users: func() (sftp.Users, error) { return sftp.Users{}, nil },
+		Tree:  func(context.Context, string) (*tree.Tree, error) { return nil, errors.New("none") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, err := os.Stat(filepath.Join(spool, "quilt-rsync-123")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stale staging directory: %v, want removed", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(spool, "other")); err != nil || string(b) != "kept" {
+		t.Errorf("other file in the spool: %q, %v", b, err)
+	}
 }

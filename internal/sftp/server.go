@@ -36,8 +36,9 @@ type Config struct {
 	// The server calls it once per bucket and shares the tree between
 	// sessions.
 	Tree func(ctx context.Context, bucket string) (*tree.Tree, error)
-	// SpoolDir is where files open for writing are spooled ("": the
-	// system's temporary directory).
+	// SpoolDir is where files open for writing are spooled, and rsync's
+	// staging directories made ("": the system's temporary directory).
+	// New removes the staging directories a crash left in it.
 	SpoolDir string
 	// Logger gets one line per login and per failure; nil: none.
 	Logger *slog.Logger
@@ -74,6 +75,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = 10 * time.Minute
+	}
+	if cfg.SpoolDir != "" {
+		removeStale(cfg.SpoolDir)
 	}
 	s := &Server{cfg: cfg, trees: map[string]*tree.Tree{}, lns: map[net.Listener]bool{}, conns: map[net.Conn]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -50,7 +50,7 @@ type staged struct {
 // sparse files of their size, without reading their bytes
 // (rsyncCommand.sizesOnly).
 func newStage(ctx context.Context, t *tree.Tree, spool string, scopes []string, zeros bool) (*stage, error) {
-	dir, err := os.MkdirTemp(spool, "quilt-rsync-*")
+	dir, err := os.MkdirTemp(spool, stagePattern)
 	if err != nil {
 		return nil, err
 	}
@@ -96,15 +96,30 @@ func (st *stage) local(p string) string {
 	return filepath.Join(st.dir, filepath.FromSlash(p))
 }
 
+// stagePattern names staging directories in the spool.
+const stagePattern = "quilt-rsync-*"
+
 // remove deletes the staging directory.
-func (st *stage) remove() {
-	filepath.WalkDir(st.dir, func(p string, d fs.DirEntry, err error) error {
+func (st *stage) remove() { removeAll(st.dir) }
+
+// removeAll deletes dir, read-only directories (rsync may make them) too.
+func removeAll(dir string) {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o700) // a read-only directory rsync made
+			os.Chmod(p, 0o700)
 		}
 		return nil
 	})
-	os.RemoveAll(st.dir)
+	os.RemoveAll(dir)
+}
+
+// removeStale deletes the staging directories in spool that a process
+// that ended without cleaning up left.
+func removeStale(spool string) {
+	ms, _ := filepath.Glob(filepath.Join(spool, stagePattern))
+	for _, m := range ms {
+		removeAll(m)
+	}
 }
 
 // copyScope copies the directories above tree path sc that exist, and sc
