@@ -355,9 +355,14 @@ func TestRsyncRefused(t *testing.T) {
 		{"rsync --server --sender -logDtpre.iLsfxCIvu . /x && ls", "no shell"},
 		{"rsync --server --sender -logDtpre.iLsfxCIvu . $HOME", "no shell"},
 		{"rsync --server --sender -vlogDtpre.iLsfxCIvu . /x; rm -rf /", "no shell"},
+		{"", "only the sftp subsystem and rsync"}, // a shell
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cmd := exec.CommandContext(ctx, ssh[0], append(ssh[1:], "alice@"+host, tc.cmd)...)
+		args := append(ssh[1:], "-T", "alice@"+host)
+		if tc.cmd != "" {
+			args = append(args, tc.cmd)
+		}
+		cmd := exec.CommandContext(ctx, ssh[0], args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
@@ -516,5 +521,36 @@ func TestRsyncStaleStaging(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(spool, "other")); err != nil || string(b) != "kept" {
 		t.Errorf("other file in the spool: %q, %v", b, err)
+	}
+}
+
+// TestRsyncSandbox: options a client adds to the server's command line
+// (-M) that name the server's files reach nothing outside the staging
+// directory: rsync runs in a sandbox that holds only it and /usr.
+func TestRsyncSandbox(t *testing.T) {
+	f := newFixture(t)
+	c := newRsyncClient(t, f, "alice", "alpha")
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "f"), []byte("data\n"), 0o644)
+	outside := t.TempDir()
+	for _, m := range []string{"--log-file=" + outside + "/log", "--temp-dir=" + outside, "--backup-dir=" + outside, "--partial-dir=" + outside} {
+		out, code := c.rsync(t, "-a", "-b", "-M"+m, src+"/", c.remote("/sb/"))
+		t.Logf("-M%s: exit %d\n%s", m, code, out)
+		if ents, _ := os.ReadDir(outside); len(ents) > 0 {
+			t.Fatalf("-M%s wrote %v in a directory of the server", m, ents)
+		}
+	}
+	if passwd, err := os.ReadFile("/etc/passwd"); err == nil && len(passwd) > 0 {
+		first, _, _ := strings.Cut(string(passwd), "\n")
+		for _, m := range []string{"--files-from=/etc/passwd", "--exclude-from=/etc/passwd", "--include-from=/etc/passwd"} {
+			out, _ := c.rsync(t, "-a", "-M"+m, c.remote("/sb/"), t.TempDir()+"/")
+			if strings.Contains(out, first) {
+				t.Errorf("-M%s: the server's /etc/passwd shows:\n%s", m, out)
+			}
+		}
+	}
+	out, _ := c.rsync(t, "-a", "-M--log-file=/data/../../../etc/x", "-M--files-from=/data/../../proc/self/environ", c.remote("/sb/"), t.TempDir()+"/")
+	if strings.Contains(out, "PATH=") || strings.Contains(out, "HOME=") {
+		t.Errorf("the server's environment shows:\n%s", out)
 	}
 }
