@@ -23,7 +23,9 @@ import (
 // server runs the system's rsync on a staging directory:
 //
 //  1. the paths the command names are copied from the tree into a new
-//     staging directory (stage.go), with their modes and times;
+//     staging directory (stage.go), with their modes and times (for an
+//     upload that compares only sizes and times, files as zeros of their
+//     size: rsyncCommand.sizesOnly);
 //  2. rsync --server runs there inside a bubblewrap sandbox (bwrap): its
 //     own user, mount, network and process namespaces, /usr read-only,
 //     and the staging directory as the only writable place, so no path,
@@ -31,7 +33,7 @@ import (
 //     the server or another bucket;
 //  3. when it exits 0 (or 23/24, "some files failed", without options
 //     that keep partial files), what changed in the staging directory is
-//     committed to the tree (commit.go): new and changed files as new
+//     committed to the tree (stage.commit): new and changed files as new
 //     versions through the same spool and commit as SFTP's writes,
 //     removals, directories, modes and times. On any other exit, nothing
 //     is committed: an interrupted transfer leaves every old version.
@@ -39,6 +41,7 @@ import (
 // rsyncExit are rsync's exit codes the server uses.
 const (
 	exitError   = 1  // syntax or usage error: the command is refused
+	exitFileIO  = 11 // error in file I/O: staging failed
 	exitPartial = 23 // partial transfer due to error
 	exitVanish  = 24 // partial transfer due to vanished source files
 	exitIPC     = 14 // error in IPC code: the sandbox could not run
@@ -136,7 +139,7 @@ func (s *Server) runRsync(ch ssh.Channel, t *tree.Tree, c *rsyncCommand) (uint32
 	st, err := newStage(ctx, t, s.cfg.SpoolDir, c.scopes, c.sizesOnly)
 	cancel()
 	if err != nil {
-		return exitError, fmt.Errorf("staging: %w", err)
+		return exitFileIO, fmt.Errorf("staging: %w", err)
 	}
 	defer st.remove()
 
