@@ -482,6 +482,23 @@ func TestRsyncSizesOnly(t *testing.T) {
 		t.Errorf("uploads without --checksum read %d objects from the grid, want none", n)
 	}
 
+	// A file without u+w in the tree keeps its mode when rsync, without
+	// -p, sets only its time.
+	if _, err := f.gw.Tree("alpha").Create(context.Background(), "s/ro", strings.NewReader("same"), tree.CreateOptions{Mode: 0o444}); err != nil {
+		t.Fatal(err)
+	}
+	ro := filepath.Join(t.TempDir(), "ro")
+	writeFile(t, ro, []byte("same"), 0o644)
+	os.Chtimes(ro, later, later)
+	c.mustRsync(t, "-t", "--size-only", ro, c.remote("/s/ro"))
+	if i, err := f.gw.Tree("alpha").Stat(context.Background(), "s/ro"); err != nil || i.Mode.Perm() != 0o444 || !i.ModTime.Equal(later) {
+		t.Errorf("s/ro after rsync -t: %+v, %v; want mode 0444 and time %v", i, err, later)
+	}
+	os.Remove(ro)
+	if err := f.gw.Tree("alpha").Remove(context.Background(), "s/ro", tree.RemoveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// --inplace rewrites blocks of the old file: its bytes are staged.
 	copy(big[2<<20:], "in place")
 	writeFile(t, filepath.Join(src, "big.bin"), big, 0o644)

@@ -36,7 +36,7 @@ type stage struct {
 type staged struct {
 	dir   bool
 	size  int64
-	mode  fs.FileMode // permissions
+	mode  fs.FileMode // permissions staged: the tree's, with u+rw (u+rwx for a directory) for rsync
 	mtime time.Time   // the tree's (zero: none)
 	sum   [32]byte    // SHA-256 of a file's bytes
 	above bool        // a directory above a scope: not all its entries copied
@@ -179,7 +179,7 @@ func (st *stage) copyDir(i tree.Info, dirs *[]string) error {
 	if err := os.Chmod(st.local(i.Path), mode|0o700); err != nil {
 		return err
 	}
-	st.snap[i.Path] = staged{dir: true, mode: mode, mtime: i.ModTime}
+	st.snap[i.Path] = staged{dir: true, mode: mode | 0o700, mtime: i.ModTime}
 	*dirs = append(*dirs, i.Path)
 	return nil
 }
@@ -243,7 +243,7 @@ func (st *stage) copyFile(ctx context.Context, i tree.Info) error {
 	if err := os.Chtimes(l, timeOr1970(i.ModTime), timeOr1970(i.ModTime)); err != nil {
 		return err
 	}
-	s := staged{size: n, mode: mode, mtime: i.ModTime}
+	s := staged{size: n, mode: mode | 0o600, mtime: i.ModTime}
 	copy(s.sum[:], h.Sum(nil))
 	st.snap[i.Path] = s
 	return nil
@@ -271,7 +271,7 @@ func (st *stage) zeroFile(i tree.Info) error {
 	if err := os.Chtimes(l, timeOr1970(i.ModTime), timeOr1970(i.ModTime)); err != nil {
 		return err
 	}
-	st.snap[i.Path] = staged{size: i.Size, mode: mode, mtime: i.ModTime, zeros: true}
+	st.snap[i.Path] = staged{size: i.Size, mode: mode | 0o600, mtime: i.ModTime, zeros: true}
 	return nil
 }
 
