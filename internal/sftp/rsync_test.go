@@ -571,3 +571,30 @@ func TestRsyncSandbox(t *testing.T) {
 		t.Errorf("the server's environment shows:\n%s", out)
 	}
 }
+
+// TestRsyncNoSandbox: without bwrap on the server, rsync is refused with
+// a message that says so, and nothing runs.
+func TestRsyncNoSandbox(t *testing.T) {
+	f := newFixture(t)
+	c := newRsyncClient(t, f, "alice", "alpha")
+	bin := t.TempDir()
+	for _, p := range []string{"rsync", "ssh"} {
+		full, err := exec.LookPath(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(full, filepath.Join(bin, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "f"), []byte("x"), 0o644)
+	out, code := c.rsync(t, "-a", src+"/", c.remote("/nb/"))
+	if code == 0 || !strings.Contains(out, "bwrap (bubblewrap) is not installed on the server") {
+		t.Errorf("rsync without bwrap on the server: exit %d:\n%s", code, out)
+	}
+	if _, err := f.gw.Tree("alpha").Stat(context.Background(), "nb"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("nb in the tree: %v, want not found", err)
+	}
+}
