@@ -136,7 +136,7 @@ func (s *Server) runRsync(ch ssh.Channel, t *tree.Tree, c *rsyncCommand) (uint32
 		return exitError, err
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.CommitTimeout)
-	st, err := newStage(ctx, t, s.cfg.SpoolDir, c.scopes, c.sizesOnly)
+	st, err := newStage(ctx, t, s.cfg.SpoolDir, c.scopes, c.sizesOnly, c.inPlace)
 	cancel()
 	if err != nil {
 		return exitFileIO, fmt.Errorf("staging: %w", err)

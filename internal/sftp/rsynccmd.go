@@ -30,6 +30,9 @@ type rsyncCommand struct {
 	// partial: options that write a file in place or keep a partial one
 	// (--partial, --partial-dir, --inplace, --append).
 	partial bool
+	// inPlace: options that write into existing files (--inplace,
+	// --append).
+	inPlace bool
 	// sizesOnly: an upload whose options only compare sizes and times of
 	// the files already there and, for the files it replaces, read them
 	// as the basis of a delta (lazySafe): their bytes need not be staged.
@@ -74,8 +77,10 @@ func parseRsync(cmdline string) (*rsyncCommand, error) {
 			return nil, fmt.Errorf("%w: %s (no rsync daemon here)", ErrRsyncOption, name)
 		case name == "--protect-args" || name == "--secluded-args":
 			return nil, fmt.Errorf("%w: %s: the paths must be on the command line (leave out -s)", ErrRsyncOption, name)
-		case name == "--partial" || name == "--partial-dir" || name == "--inplace" || name == "--append" || name == "--append-verify":
+		case name == "--partial" || name == "--partial-dir":
 			c.partial = true
+		case name == "--inplace" || name == "--append" || name == "--append-verify":
+			c.partial, c.inPlace = true, true
 		case !strings.HasPrefix(o, "--"):
 			// A cluster of short options; "e" starts the client's
 			// capabilities, which run to its end.

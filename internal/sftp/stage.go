@@ -30,6 +30,8 @@ type stage struct {
 	snap map[string]staged
 	// zeros: files are staged as zeros of their size (newStage).
 	zeros bool
+	// inPlace: rsync may write into staged files (--inplace, --append).
+	inPlace bool
 }
 
 // staged is one copied file or directory as it was before rsync ran.
@@ -48,13 +50,14 @@ type staged struct {
 // newStage copies the tree paths scopes (and the directories above them)
 // into a new directory under spool. With zeros, files are staged as
 // sparse files of their size, without reading their bytes
-// (rsyncCommand.sizesOnly).
-func newStage(ctx context.Context, t *tree.Tree, spool string, scopes []string, zeros bool) (*stage, error) {
+// (rsyncCommand.sizesOnly). inPlace says rsync may write into the
+// staged files.
+func newStage(ctx context.Context, t *tree.Tree, spool string, scopes []string, zeros, inPlace bool) (*stage, error) {
 	dir, err := os.MkdirTemp(spool, stagePattern)
 	if err != nil {
 		return nil, err
 	}
-	st := &stage{t: t, dir: dir, snap: map[string]staged{}, zeros: zeros}
+	st := &stage{t: t, dir: dir, snap: map[string]staged{}, zeros: zeros, inPlace: inPlace}
 	var dirs []string // to set their times after their contents
 	for _, sc := range scopes {
 		if err := st.copyScope(ctx, sc, &dirs); err != nil {
@@ -311,7 +314,13 @@ func (st *stage) commit(ctx context.Context, spool string) (skipped []string, er
 		}
 		old, had := st.snap[p]
 		seen[p] = true
-		unchanged := had && sys.Ino == old.ino && sys.Ctim == old.ctime
+		// The change time alone may miss a change made within the
+		// clock tick of the staging; the mode, time and size do not. A
+		// file written in place (--inplace, --append) may keep all of
+		// them: its bytes are compared.
+		unchanged := had && sys.Ino == old.ino && sys.Ctim == old.ctime &&
+			fi.Mode().Perm() == old.mode && fi.ModTime().Equal(timeOr1970(old.mtime)) &&
+			(old.dir || fi.Size() == old.size && !st.inPlace)
 		switch {
 		case fi.IsDir():
 			if unchanged || p == "" {
