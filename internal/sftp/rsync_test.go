@@ -447,6 +447,9 @@ func TestRsyncSizesOnly(t *testing.T) {
 	// same size at another time, a mode, a time alone.
 	copy(big[1<<20:], "changed in the middle")
 	writeFile(t, filepath.Join(src, "big.bin"), big, 0o644)
+	// rsync's quick check compares whole seconds: another second.
+	earlier := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	os.Chtimes(filepath.Join(src, "big.bin"), earlier, earlier)
 	writeFile(t, filepath.Join(src, "d", "small"), []byte("smaller, no: larger\n"), 0o600)
 	writeFile(t, filepath.Join(src, "d", "same-size"), []byte("9876543210"), 0o644)
 	os.Chtimes(filepath.Join(src, "d", "same-size"), time.Now().Add(time.Hour), time.Now().Add(time.Hour))
