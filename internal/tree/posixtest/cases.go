@@ -362,6 +362,15 @@ var cases = []testCase{
 		mustWrite(t, d+"/b", "b")
 		return unix.Renameat2(unix.AT_FDCWD, d+"/a", unix.AT_FDCWD, d+"/b", unix.RENAME_NOREPLACE)
 	}},
+	{name: "RenameNoReplaceNew", run: func(t *testing.T, d string) error {
+		// RENAME_NOREPLACE onto a free name: the kernel has no target to
+		// refuse, so the file system sees the flag.
+		mustWrite(t, d+"/a", "a")
+		if err := unix.Renameat2(unix.AT_FDCWD, d+"/a", unix.AT_FDCWD, d+"/b", unix.RENAME_NOREPLACE); err != nil {
+			return err
+		}
+		return content(d+"/b", "a")
+	}},
 	{name: "RenameExchange", run: func(t *testing.T, d string) error {
 		mustWrite(t, d+"/a", "a")
 		mustWrite(t, d+"/b", "b")
@@ -430,8 +439,9 @@ var cases = []testCase{
 	}},
 	{name: "ReadAfterUnlink", run: func(t *testing.T, d string) error {
 		// A reader of a file that is removed keeps reading its bytes,
-		// here far from where it read before (out of any read-ahead).
-		body := pattern(4 << 20)
+		// here far from where it read before: beyond the kernel's
+		// read-ahead and the 4 MiB an SFTP server's reader keeps.
+		body := pattern(farFile)
 		if err := os.WriteFile(d+"/a", body, 0o644); err != nil {
 			t.Fatalf("set-up: %v", err)
 		}
@@ -442,15 +452,15 @@ var cases = []testCase{
 		if err := os.Remove(d + "/a"); err != nil {
 			return err
 		}
-		s, err := readAt(r, 16, 3<<20)
+		s, err := readAt(r, 16, farOffset)
 		if err != nil {
 			return err
 		}
-		return ensureEqual("a read of the removed file", []byte(s), body[3<<20:3<<20+16])
+		return ensureEqual("a read of the removed file", []byte(s), body[farOffset:farOffset+16])
 	}},
 	{name: "ReadAfterReplace", run: func(t *testing.T, d string) error {
 		// A reader of a file that a rename replaces reads the old bytes.
-		body := pattern(4 << 20)
+		body := pattern(farFile)
 		if err := os.WriteFile(d+"/a", body, 0o644); err != nil {
 			t.Fatalf("set-up: %v", err)
 		}
@@ -462,11 +472,11 @@ var cases = []testCase{
 		if err := os.Rename(d+"/new", d+"/a"); err != nil {
 			return err
 		}
-		s, err := readAt(r, 16, 3<<20)
+		s, err := readAt(r, 16, farOffset)
 		if err != nil {
 			return err
 		}
-		return ensureEqual("a read of the replaced file", []byte(s), body[3<<20:3<<20+16])
+		return ensureEqual("a read of the replaced file", []byte(s), body[farOffset:farOffset+16])
 	}},
 	{name: "UnlinkOpenFileAttrs", run: func(t *testing.T, d string) error {
 		f := mustOpen(t, d+"/a", os.O_RDWR|os.O_CREATE)
@@ -600,6 +610,13 @@ var cases = []testCase{
 		return syscall.Mkfifo(d+"/p", 0o644)
 	}},
 }
+
+// farFile is the size of the files read far from where they were read
+// before, at farOffset.
+const (
+	farFile   = 10 << 20
+	farOffset = 9 << 20
+)
 
 // orDiffers is err, or ErrDiffers with what was seen.
 func orDiffers(err error, format string, args ...any) error {

@@ -44,7 +44,8 @@ var ErrDiffers = errors.New("posixtest: not what a local directory shows")
 // case.
 type Difference struct {
 	// Err is the case's result on this file system: the syscall.Errno its
-	// operation fails with, or ErrDiffers. It must not be nil.
+	// operation fails with, io.EOF for a read that comes back short, or
+	// ErrDiffers. It must not be nil.
 	Err error
 	// Why is the reason, shown in the report. It must not be empty.
 	Why string
