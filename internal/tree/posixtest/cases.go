@@ -314,6 +314,42 @@ var cases = []testCase{
 		}
 		return gone(d + "/a")
 	}},
+	{name: "RenameOpenFile", run: func(t *testing.T, d string) error {
+		// A handle open for writing writes on after a rename; the bytes
+		// end up under the new name.
+		f := mustOpen(t, d+"/a", os.O_WRONLY|os.O_CREATE)
+		f.WriteString("before ")
+		if err := os.Rename(d+"/a", d+"/b"); err != nil {
+			return err
+		}
+		if _, err := f.WriteString("after"); err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if err := content(d+"/b", "before after"); err != nil {
+			return err
+		}
+		return gone(d + "/a")
+	}},
+	{name: "FtruncateAfterRename", run: func(t *testing.T, d string) error {
+		mustWrite(t, d+"/a", "0123456789")
+		f := mustOpen(t, d+"/a", os.O_RDWR)
+		if err := os.Rename(d+"/a", d+"/b"); err != nil {
+			return err
+		}
+		if err := f.Truncate(4); err != nil {
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if err := content(d+"/b", "0123"); err != nil {
+			return err
+		}
+		return gone(d + "/a")
+	}},
 	{name: "RenameDir", run: func(t *testing.T, d string) error {
 		mustMkdir(t, d+"/x/sub")
 		mustWrite(t, d+"/x/sub/f", "f")
