@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Real S3 clients against `quilt up` (10 nodes and the gateway, on
-# 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api), boto3, and rclone
-# (copy, check and sync of a tree of 1,000 files), then headless Chromium
-# (test/s3-browser: presigned POST uploads, CORS). Installs what it needs:
-# pinned awscli and boto3 in a venv under ~/.cache, rclone with apt. Fails if a
+# 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api), boto3, rclone
+# (copy, check and sync of a tree of 1,000 files) and s3cmd, then headless
+# Chromium (test/s3-browser: presigned POST uploads, CORS). Installs what it
+# needs: pinned awscli, boto3 and s3cmd in a venv under ~/.cache, rclone with
+# apt. Fails if a
 # client cannot be installed: nothing is skipped.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,12 +20,12 @@ say() { printf '\n== %s\n' "$*"; }
 # Pinned client versions (awscli 1.46 carries its own botocore; boto3's
 # is pinned with it). The venv's name holds them, so a change of pins
 # makes a new venv rather than reusing an old one.
-awscli_version=1.46.3 boto3_version=1.44.8 botocore_version=1.44.8
-venv=${QUILT_CLIENTS_VENV:-$HOME/.cache/quilt-test/s3-clients-awscli$awscli_version-boto3$boto3_version}
-if ! [ -x "$venv/bin/aws" ] || ! "$venv/bin/python" -c 'import boto3' 2>/dev/null; then
-	say "installing awscli $awscli_version and boto3 $boto3_version in $venv"
+awscli_version=1.46.3 boto3_version=1.44.8 botocore_version=1.44.8 s3cmd_version=2.4.0
+venv=${QUILT_CLIENTS_VENV:-$HOME/.cache/quilt-test/s3-clients-awscli$awscli_version-boto3$boto3_version-s3cmd$s3cmd_version}
+if ! [ -x "$venv/bin/aws" ] || ! [ -x "$venv/bin/s3cmd" ] || ! "$venv/bin/python" -c 'import boto3' 2>/dev/null; then
+	say "installing awscli $awscli_version, boto3 $boto3_version and s3cmd $s3cmd_version in $venv"
 	python3 -m venv "$venv"
-	"$venv/bin/pip" install -q "awscli==$awscli_version" "boto3==$boto3_version" "botocore==$botocore_version"
+	"$venv/bin/pip" install -q "awscli==$awscli_version" "boto3==$boto3_version" "botocore==$botocore_version" "s3cmd==$s3cmd_version"
 fi
 if ! command -v rclone >/dev/null; then
 	say "installing rclone"
@@ -166,6 +167,35 @@ rc sync "$work/rtree" q:rclone/tree
 rc check "$work/rtree" q:rclone/tree
 out=$(rc ls q:rclone/tree)
 test "$(wc -l <<<"$out")" = 999
+
+say "s3cmd"
+hostport=${AWS_ENDPOINT_URL#http://}
+# host_bucket without %(bucket)s: path-style requests.
+printf '[default]\naccess_key = %s\nsecret_key = %s\nhost_base = %s\nhost_bucket = %s\nuse_https = False\nsignature_v2 = False\nbucket_location = us-east-1\n' \
+	"$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" "$hostport" "$hostport" >"$work/s3cfg"
+s3c() { "$venv/bin/s3cmd" -c "$work/s3cfg" --no-progress "$@"; }
+s3c mb s3://s3cmd
+s3c put "$work/small" s3://s3cmd/small
+# 12 MB in 5 MB parts: a multipart upload.
+head -c 12000000 /dev/urandom >"$work/mid"
+s3c put --multipart-chunk-size-mb=5 "$work/mid" s3://s3cmd/dir/mid
+s3c get s3://s3cmd/dir/mid "$work/mid.back"
+cmp "$work/mid" "$work/mid.back"
+out=$(s3c ls --recursive s3://s3cmd)
+grep -q 's3://s3cmd/dir/mid$' <<<"$out"
+grep -q 's3://s3cmd/small$' <<<"$out"
+out=$(s3c info s3://s3cmd/small)
+grep -q 'File size: *13$' <<<"$out"
+s3c sync "$work/tree/" s3://s3cmd/tree/ >/dev/null
+out=$(s3c ls --recursive s3://s3cmd/tree/)
+test "$(wc -l <<<"$out")" = 100
+s3c cp s3://s3cmd/small s3://s3cmd/small-copy
+s3c get s3://s3cmd/small-copy "$work/small.copy"
+cmp "$work/small" "$work/small.copy"
+if s3c rb s3://s3cmd 2>/dev/null; then echo "s3cmd removed a non-empty bucket"; exit 1; fi
+s3c del --recursive --force s3://s3cmd >/dev/null
+s3c rb s3://s3cmd
+if s3c ls s3://s3cmd 2>/dev/null; then echo "s3cmd listed a removed bucket"; exit 1; fi
 
 say "browser: presigned POST and CORS in headless Chromium (test/s3-browser)"
 QUILT_PYTHON="$venv/bin/python" bash "$root/test/s3-browser/run.sh"

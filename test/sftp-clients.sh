@@ -3,7 +3,8 @@
 # server, on 127.0.0.1): OpenSSH's sftp in batch mode, scp up and down, and
 # rsync -e ssh of a tree with --checksum (down again, diff -r, a second run
 # that sends nothing, one changed file, --delete, a refused command), and
-# an sshfs mount (cp -r, diff -r, mv of a directory, rm -r, unmount).
+# an sshfs mount with the Tahoe-LAFS paper's options (cp -r, diff -r, mv of
+# a directory and of a file over another, rm -r, unmount).
 # Installs openssh-client, rsync, bubblewrap (the server runs rsync in its
 # sandbox), sshfs and fuse3 with apt when missing; fails if a client cannot
 # be installed or /dev/fuse is missing: nothing is skipped.
@@ -11,9 +12,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 pid=
+watchdog=
 mnt="$work/mnt"
 cleanup() {
-	mountpoint -q "$mnt" 2>/dev/null && fusermount3 -u "$mnt" 2>/dev/null || true
+	[ -n "$watchdog" ] && kill "$watchdog" 2>/dev/null || true
+	mountpoint -q "$mnt" 2>/dev/null && { fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt"; } || true
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	rm -rf "$work"
 }
@@ -129,6 +132,19 @@ mkdir -p "$mnt"
 sshfs -p "$QUILT_SFTP_PORT" -o BatchMode=yes,IdentitiesOnly=yes,StrictHostKeyChecking=yes \
 	-o "UserKnownHostsFile=$QUILT_SFTP_KNOWN_HOSTS,IdentityFile=$QUILT_SFTP_KEY" \
 	-o cache=no,direct_io,sshfs_sync "$dest:/" "$mnt"
+# A watchdog: a mount still there after 5 minutes (the script hangs on
+# it) is unmounted lazily, so every operation on it fails.
+(
+	sleep 300 &
+	s=$!
+	trap 'kill $s 2>/dev/null; exit 0' TERM
+	wait $s
+	if mountpoint -q "$mnt"; then
+		echo "sshfs mount still there after 300 s: unmounting lazily" >&2
+		fusermount3 -u -z "$mnt"
+	fi
+) &
+watchdog=$!
 mkdir -p "$work/tree/a/b" "$work/tree/c"
 for i in $(seq 1 20); do head -c $((i * 7919)) /dev/urandom >"$work/tree/a/f$i"; done
 head -c 2000000 /dev/urandom >"$work/tree/a/b/large"
@@ -143,6 +159,10 @@ diff -r "$work/tree/a" "$mnt/tree/moved"
 printf 'XYZ' | dd of="$mnt/tree/moved/f3" bs=1 seek=100 conv=notrunc status=none
 printf 'XYZ' | dd of="$work/tree/a/f3" bs=1 seek=100 conv=notrunc status=none
 cmp "$work/tree/a/f3" "$mnt/tree/moved/f3"
+# A file moved over another (sshfs sends posix-rename@openssh.com).
+mv "$mnt/tree/moved/f5" "$mnt/tree/moved/f4"
+[ ! -e "$mnt/tree/moved/f5" ]
+cmp "$work/tree/a/f5" "$mnt/tree/moved/f4"
 df "$mnt" >/dev/null
 rm -r "$mnt/tree"
 [ ! -e "$mnt/tree" ]

@@ -186,10 +186,17 @@ func checkS3BodyTimeout(d time.Duration) error {
 	return nil
 }
 
-// startS3 starts a gateway serving S3 on addr (HTTPS as tf says),
-// creating its first (admin) access key on first use and writing
-// dir/s3.env.
-func startS3(ctx context.Context, s *session, dir, addr, region string, tf s3TLSFlags, bodyTimeout time.Duration, log *slog.Logger) (*s3Service, error) {
+// s3DomainFlag registers --s3-domain: the domain under which a host name
+// names a bucket (s3.Options.Domain).
+func s3DomainFlag(fs *flag.FlagSet) *string {
+	return fs.String("s3-domain", "", "serve virtual-hosted-style S3 requests: a request to BUCKET.DOMAIN names BUCKET (needs a wildcard DNS record *.DOMAIN for the gateway); path-style requests work either way")
+}
+
+// startS3 starts a gateway serving S3 on addr (HTTPS as tf says), with
+// opt's region, time limits, domain and logger, creating its first
+// (admin) access key on first use and writing dir/s3.env.
+func startS3(ctx context.Context, s *session, dir, addr string, tf s3TLSFlags, opt s3.Options) (*s3Service, error) {
+	region, log := opt.Region, opt.Logger
 	tlsSetup, err := tf.setup(dir, addr)
 	if err != nil {
 		return nil, err
@@ -209,7 +216,7 @@ func startS3(ctx context.Context, s *session, dir, addr, region string, tf s3TLS
 		return nil, fmt.Errorf("s3: listen on %s: %w", addr, err)
 	}
 	svc := &s3Service{gw: gw, admin: admin, url: "http://" + ln.Addr().String(),
-		srv: s3.New(gw, s3.Options{Region: region, Logger: log, BodyTimeout: bodyTimeout}).HTTPServer(), tls: tlsSetup}
+		srv: s3.New(gw, opt).HTTPServer(), tls: tlsSetup}
 	svc.reg = metrics.NewRegistry()
 	svc.srv.Handler = s3.Instrument(svc.srv.Handler, svc.reg)
 	if tlsSetup != nil {
@@ -272,6 +279,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
 	bodyTimeout := s3BodyTimeoutFlag(fs)
+	domain := s3DomainFlag(fs)
 	addConfigFlag(fs)
 	registerGatewayLeases(fs, &g)
 	if err := parseArgs(fs, args, 0); err != nil {
@@ -287,7 +295,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := startS3(ctx, s, *dir, *addr, *region, tf, *bodyTimeout, s.log)
+	svc, err := startS3(ctx, s, *dir, *addr, tf, s3.Options{Region: *region, BodyTimeout: *bodyTimeout, Domain: *domain, Logger: s.log})
 	if err != nil {
 		return err
 	}

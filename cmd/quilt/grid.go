@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/gateway/s3"
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/metrics"
@@ -195,6 +196,7 @@ func runUp(ctx context.Context, args []string) error {
 	davAddr := fs.String("webdav", "", "WebDAV address of the grid's gateway (default: host, port+4·nodes+4, after the metrics ports; \"off\": none; none without S3)")
 	metricsHost := fs.String("metrics", "127.0.0.1", upMetricsHelp)
 	s3BodyTimeout := s3BodyTimeoutFlag(fs)
+	s3Domain := s3DomainFlag(fs)
 	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -302,7 +304,8 @@ func runUp(ctx context.Context, args []string) error {
 			return err
 		}
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		svc, err := startS3(sctx, sess, filepath.Join(*dir, "gateway"), addr, "us-east-1", s3tls, *s3BodyTimeout, log)
+		svc, err := startS3(sctx, sess, filepath.Join(*dir, "gateway"), addr, s3tls,
+			s3.Options{Region: "us-east-1", BodyTimeout: *s3BodyTimeout, Domain: *s3Domain, Logger: log})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)

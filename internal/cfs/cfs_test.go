@@ -517,3 +517,67 @@ func TestMembersAndWatch(t *testing.T) {
 		t.Errorf("watch ended with %v", err)
 	}
 }
+
+// A revoke whose walk of the view fails part way revokes nothing: an
+// acknowledgement of less than the view shows would let every replica
+// purge entries that were visible. Once the walk succeeds, the revoke
+// goes through and bob's files stay.
+func TestRevokeWalkFailure(t *testing.T) {
+	ctx, alice, bob, _ := setup(t)
+	pub, err := bob.opt.Home.GenKey("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice.must(ctx, func(f *FS) error {
+		if err := f.Mkdir(ctx, "/etc/deep", true); err != nil {
+			return err
+		}
+		_, err := f.Grant(ctx, EncodeKey(pub), "/etc", "bob")
+		return err
+	})
+	eventually(t, "bob sees /etc/deep", func() bool {
+		return bob.do(ctx, func(f *FS) error { _, err := f.Stat("/etc/deep"); return err }) == nil
+	})
+	bob.opt.GrantWait = 10 * time.Second
+	bob.must(ctx, func(f *FS) error { return f.Write(ctx, "/etc/deep/bob.conf", strings.NewReader("from bob\n")) })
+	eventually(t, "alice sees bob's file", func() bool {
+		out, err := alice.cat(ctx, "/etc/deep/bob.conf")
+		return err == nil && out == "from bob\n"
+	})
+
+	real := revokeList
+	t.Cleanup(func() { revokeList = real })
+	revokeList = func(db *namespace.DB, ns dag.NSID, dir string) ([]namespace.Info, error) {
+		if dir == "/etc/deep" {
+			return nil, errors.New("injected: disk read error")
+		}
+		return real(db, ns, dir)
+	}
+	alice.must(ctx, func(f *FS) error {
+		n, err := f.Revoke(ctx, "bob")
+		if err == nil || n != 0 || !strings.Contains(err.Error(), "nothing revoked") || !strings.Contains(err.Error(), "injected") {
+			t.Errorf("revoke with a failing walk: n=%d err=%v", n, err)
+		}
+		keys, err := f.Keys()
+		if err != nil {
+			return err
+		}
+		if len(keys) != 2 || keys[1].State != "granted" {
+			t.Errorf("after a failed revoke, keys: %+v", keys)
+		}
+		return nil
+	})
+
+	revokeList = real
+	alice.must(ctx, func(f *FS) error {
+		n, err := f.Revoke(ctx, "bob")
+		if err == nil && n != 1 {
+			t.Errorf("revoked %d grants", n)
+		}
+		return err
+	})
+	out, err := alice.cat(ctx, "/etc/deep/bob.conf")
+	if err != nil || out != "from bob\n" {
+		t.Fatalf("bob's acknowledged file after the revoke: %q, %v", out, err)
+	}
+}

@@ -163,7 +163,7 @@ func (f *FS) Revoke(ctx context.Context, key string) (int, error) {
 	shown := map[dag.Hash][]dag.Hash{}
 	var walk func(dir string) error
 	walk = func(dir string) error {
-		items, err := f.db.List(f.cap.NS, dir, "", 0)
+		items, err := revokeList(f.db, f.cap.NS, dir)
 		if err != nil {
 			return fmt.Errorf("revoke: listing %s: %w (nothing revoked)", dir, err)
 		}
@@ -246,6 +246,12 @@ func (f *FS) Revoke(ctx context.Context, key string) (int, error) {
 		return 0, fmt.Errorf("key %s has no grant to revoke", dag.Fingerprint(pub))
 	}
 	return n, nil
+}
+
+// revokeList lists a directory for Revoke's walk; a test replaces it to
+// make the walk fail part way.
+var revokeList = func(db *namespace.DB, ns dag.NSID, dir string) ([]namespace.Info, error) {
+	return db.List(ns, dir, "", 0)
 }
 
 // KeyInfo is a key that may write, or could.

@@ -24,6 +24,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/testgrid"
 	"github.com/quilt-grid/quilt/internal/tree"
+	"github.com/quilt-grid/quilt/internal/tree/posixtest"
 	"github.com/quilt-grid/quilt/internal/tree/treetest"
 )
 
@@ -331,15 +332,6 @@ func (d osFS) Chtimes(ctx context.Context, name string, mtime time.Time) error {
 	return fsErr("chtimes", name, os.Chtimes(d.p(name), time.Time{}, mtime))
 }
 
-// posixCase is one behaviour checked on a plain directory and on the
-// mount. quilt, if set, is the errno the mount gives instead of
-// succeeding, where Quilt differs from POSIX (docs/mounts.md).
-type posixCase struct {
-	name  string
-	f     func(t *testing.T, dir string) error
-	quilt syscall.Errno
-}
-
 func write(t *testing.T, name, body string) {
 	t.Helper()
 	if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
@@ -347,251 +339,29 @@ func write(t *testing.T, name, body string) {
 	}
 }
 
-func readAll(t *testing.T, name, want string) {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil || string(b) != want {
-		t.Fatalf("read %s: %q, %v; want %q", name, b, err, want)
-	}
+// fuseDifferences is where a mount differs from a local directory in
+// posixtest's table, and why (docs/mounts.md, "What differs from POSIX").
+var fuseDifferences = posixtest.Differences{
+	"Symlink":  {Err: syscall.EPERM, Why: "the tree has no symbolic links"},
+	"HardLink": {Err: syscall.EPERM, Why: "the tree has no hard links: a key is one name"},
+	"Fifo":     {Err: syscall.EPERM, Why: "the tree has no special files"},
+	"RenameExchange": {Err: syscall.EINVAL,
+		Why: "RENAME_EXCHANGE is not offered: the tree cannot swap two keys in one step"},
+	"ReadAfterUnlink": {Err: syscall.ENOENT,
+		Why: "a read handle reads the object by name, one stream while reads are sequential: a new stream after the removal finds nothing"},
+	"ReadAfterReplace": {Err: syscall.ENOENT,
+		Why: "a read handle reads the object by name: replaced, the old file has none, and a new stream finds nothing (no inode keeps the old version)"},
 }
 
-// errno checks that err is the errno want.
-func errno(t *testing.T, what string, err error, want syscall.Errno) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Fatalf("%s: %v, want %v", what, err, want)
-	}
-}
-
-var posixCases = []posixCase{
-	{name: "CreateReadStat", f: func(t *testing.T, d string) error {
-		write(t, d+"/a", "hello")
-		readAll(t, d+"/a", "hello")
-		fi, err := os.Stat(d + "/a")
-		if err != nil || fi.Size() != 5 || !fi.Mode().IsRegular() {
-			t.Fatalf("stat: %v, %v", fi, err)
-		}
-		return nil
-	}},
-	{name: "Exclusive", f: func(t *testing.T, d string) error {
-		write(t, d+"/a", "x")
-		_, err := os.OpenFile(d+"/a", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		errno(t, "O_EXCL on a file", err, syscall.EEXIST)
-		return nil
-	}},
-	{name: "Truncate", f: func(t *testing.T, d string) error {
-		write(t, d+"/a", "hello world")
-		if err := os.Truncate(d+"/a", 5); err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, d+"/a", "hello")
-		if err := os.Truncate(d+"/a", 7); err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, d+"/a", "hello\x00\x00")
-		f, err := os.OpenFile(d+"/a", os.O_WRONLY|os.O_TRUNC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.WriteString("new")
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, d+"/a", "new")
-		return nil
-	}},
-	{name: "WriteInPlaceAndAppend", f: func(t *testing.T, d string) error {
-		write(t, d+"/a", "0123456789")
-		f, err := os.OpenFile(d+"/a", os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.WriteAt([]byte("XY"), 4)
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, d+"/a", "0123XY6789")
-		f, err = os.OpenFile(d+"/a", os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.WriteString("end")
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, d+"/a", "0123XY6789end")
-		return nil
-	}},
-	{name: "ReadWhileAnotherHandleWrites", f: func(t *testing.T, d string) error {
-		w, err := os.Create(d + "/a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		w.WriteString("first")
-		readAll(t, d+"/a", "first")
-		des, _ := os.ReadDir(d)
-		if len(des) != 1 || des[0].Name() != "a" {
-			t.Fatalf("listing while open: %v", des)
-		}
-		w.WriteString(" second")
-		r, err := os.Open(d + "/a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		b, _ := io.ReadAll(r)
-		if string(b) != "first second" {
-			t.Fatalf("read %q", b)
-		}
-		return w.Close()
-	}},
-	{name: "RenameOverFile", f: func(t *testing.T, d string) error {
-		write(t, d+"/a", "new")
-		write(t, d+"/b", "old")
-		if err := os.Rename(d+"/a", d+"/b"); err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, d+"/b", "new")
-		_, err := os.Stat(d + "/a")
-		errno(t, "stat renamed", err, syscall.ENOENT)
-		return nil
-	}},
-	{name: "RenameDirs", f: func(t *testing.T, d string) error {
-		// syscall.Rename: os.Rename refuses a directory target itself.
-		os.MkdirAll(d+"/x/sub", 0o755)
-		write(t, d+"/x/sub/f", "f")
-		os.Mkdir(d+"/empty", 0o755)
-		os.Mkdir(d+"/full", 0o755)
-		write(t, d+"/full/g", "g")
-		write(t, d+"/file", "file")
-		// rename(2) allows EEXIST or ENOTEMPTY here; Quilt gives ENOTEMPTY.
-		if err := syscall.Rename(d+"/x", d+"/full"); !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
-			t.Fatalf("dir over non-empty dir: %v", err)
-		}
-		errno(t, "file over dir", syscall.Rename(d+"/file", d+"/empty"), syscall.EISDIR)
-		errno(t, "dir over file", syscall.Rename(d+"/x", d+"/file"), syscall.ENOTDIR)
-		errno(t, "dir into itself", syscall.Rename(d+"/x", d+"/x/sub/in"), syscall.EINVAL)
-		if err := syscall.Rename(d+"/x", d+"/empty"); err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, d+"/empty/sub/f", "f")
-		return nil
-	}},
-	{name: "Errors", f: func(t *testing.T, d string) error {
-		os.Mkdir(d+"/dir", 0o755)
-		write(t, d+"/dir/f", "f")
-		_, err := os.Stat(d + "/missing")
-		errno(t, "stat missing", err, syscall.ENOENT)
-		errno(t, "unlink missing", syscall.Unlink(d+"/missing"), syscall.ENOENT)
-		errno(t, "unlink dir", syscall.Unlink(d+"/dir"), syscall.EISDIR)
-		errno(t, "rmdir non-empty", syscall.Rmdir(d+"/dir"), syscall.ENOTEMPTY)
-		errno(t, "rmdir file", syscall.Rmdir(d+"/dir/f"), syscall.ENOTDIR)
-		errno(t, "mkdir existing", os.Mkdir(d+"/dir", 0o755), syscall.EEXIST)
-		_, err = os.OpenFile(d+"/dir", os.O_WRONLY, 0)
-		errno(t, "open dir for writing", err, syscall.EISDIR)
-		_, err = os.Create(d + "/nodir/f")
-		errno(t, "create in missing dir", err, syscall.ENOENT)
-		_, err = os.Create(d + "/dir/f/g")
-		errno(t, "create under a file", err, syscall.ENOTDIR)
-		if err := syscall.Unlink(d + "/dir/f"); err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Rmdir(d + "/dir"); err != nil {
-			t.Fatal(err)
-		}
-		return nil
-	}},
-	{name: "ChmodUtimens", f: func(t *testing.T, d string) error {
-		write(t, d+"/a", "a")
-		os.Mkdir(d+"/dir", 0o755)
-		mt := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
-		for _, p := range []string{d + "/a", d + "/dir"} {
-			if err := os.Chmod(p, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chtimes(p, mt, mt); err != nil {
-				t.Fatal(err)
-			}
-			fi, err := os.Stat(p)
-			if err != nil || fi.Mode().Perm() != 0o600 || !fi.ModTime().Equal(mt) {
-				t.Fatalf("%s: %v %v, %v", p, fi.Mode(), fi.ModTime(), err)
-			}
-		}
-		return nil
-	}},
-	{name: "UnlinkOpenFile", f: func(t *testing.T, d string) error {
-		f, err := os.Create(d + "/a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		f.WriteString("data")
-		if err := os.Remove(d + "/a"); err != nil {
-			t.Fatal(err)
-		}
-		b := make([]byte, 4)
-		if _, err := f.ReadAt(b, 0); err != nil || string(b) != "data" {
-			t.Fatalf("read of the unlinked file: %q, %v", b, err)
-		}
-		if err := f.Truncate(2); err != nil {
-			t.Fatalf("ftruncate of the unlinked file: %v", err)
-		}
-		if err := f.Chmod(0o600); err != nil {
-			t.Fatalf("fchmod of the unlinked file: %v", err)
-		}
-		if fi, err := f.Stat(); err != nil || fi.Size() != 2 || fi.Mode().Perm() != 0o600 {
-			t.Fatalf("fstat of the unlinked file: %v, %v", fi, err)
-		}
-		f.Close()
-		_, err = os.Stat(d + "/a")
-		errno(t, "stat unlinked", err, syscall.ENOENT)
-		return nil
-	}},
-	{name: "Symlink", quilt: syscall.EPERM, f: func(t *testing.T, d string) error {
-		write(t, d+"/a", "a")
-		return os.Symlink("a", d+"/l")
-	}},
-	{name: "HardLink", quilt: syscall.EPERM, f: func(t *testing.T, d string) error {
-		write(t, d+"/a", "a")
-		return os.Link(d+"/a", d+"/l")
-	}},
-	{name: "Fifo", quilt: syscall.EPERM, f: func(t *testing.T, d string) error {
-		return syscall.Mkfifo(d+"/p", 0o644)
-	}},
-	{name: "RenameExchange", quilt: syscall.EINVAL, f: func(t *testing.T, d string) error {
-		write(t, d+"/a", "a")
-		write(t, d+"/b", "b")
-		return unix.Renameat2(unix.AT_FDCWD, d+"/a", unix.AT_FDCWD, d+"/b", unix.RENAME_EXCHANGE)
-	}},
-}
-
-// TestFusePOSIX runs each case on a plain directory and on a mount: the
-// mount does as the plain directory does, except where a case names the
-// error Quilt gives instead.
+// TestFusePOSIX runs posixtest's table of POSIX behaviours on a mount of a
+// gateway bucket: the mount does as a local directory does, except in the
+// cases fuseDifferences names.
 func TestFusePOSIX(t *testing.T) {
 	needFUSE(t)
 	gw := newGateway(t)
 	_, tr := newBucket(t, gw)
-	mnt := mount(t, tr, fuse.Options{}, 60*time.Second)
-	plain := t.TempDir()
-	for _, c := range posixCases {
-		t.Run(c.name, func(t *testing.T) {
-			for _, side := range []struct{ name, root string }{{"plain", plain}, {"mount", mnt}} {
-				d := filepath.Join(side.root, c.name)
-				if err := os.Mkdir(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				err := c.f(t, d)
-				switch {
-				case side.name == "mount" && c.quilt != 0:
-					errno(t, side.name, err, c.quilt)
-				case err != nil:
-					t.Fatalf("%s: %v", side.name, err)
-				}
-			}
-		})
-	}
+	mnt := mount(t, tr, fuse.Options{}, 3*time.Minute)
+	posixtest.Run(t, mnt, fuseDifferences)
 }
 
 // TestFuseInvalidation: with the kernel's caches kept a minute, a file

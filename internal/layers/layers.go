@@ -144,8 +144,11 @@ var packages = map[string]Layer{
 	"internal/testgrid":                  TestSupport,
 	"internal/sharestore/sharestoretest": TestSupport,
 	"internal/tree/treetest":             TestSupport,
-	"internal/object/gridtest":           TestSupport,
-	"internal/namespace/peertest":        TestSupport,
+	// posixtest is a table of POSIX behaviours run on a directory (local,
+	// a FUSE mount, an sshfs mount); it imports nothing of Quilt.
+	"internal/tree/posixtest":     TestSupport,
+	"internal/object/gridtest":    TestSupport,
+	"internal/namespace/peertest": TestSupport,
 }
 
 // commandRoots are the directories whose packages are commands.

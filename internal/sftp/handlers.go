@@ -98,7 +98,7 @@ func (h *handlers) Fileread(r *sftp.Request) (_ io.ReaderAt, err error) {
 	if i.IsDir() {
 		return nil, wire("open", p, &fs.PathError{Op: "open", Path: p, Err: tree.ErrIsDir})
 	}
-	return &treeReader{t: h.t, name: p, size: i.Size, ctx: h.s.ctx}, nil
+	return &treeReader{t: h.t, tab: h.tab, name: p, size: i.Size, ctx: h.s.ctx}, nil
 }
 
 // Filewrite opens a file for writing only.
@@ -203,7 +203,7 @@ func (r *spoolReader) ReadAt(p []byte, off int64) (int, error) {
 		}
 		r.mu.Lock()
 		if r.tree == nil {
-			r.tree = &treeReader{t: r.h.t, name: i.Path, size: i.Size, ctx: r.h.s.ctx}
+			r.tree = &treeReader{t: r.h.t, tab: r.h.tab, name: i.Path, size: i.Size, ctx: r.h.s.ctx}
 		}
 		tr = r.tree
 		r.mu.Unlock()
@@ -225,17 +225,26 @@ func (r *spoolReader) Close() error {
 // the request server answers out of order, so the last bytes of the
 // stream are kept (window) for the reads that come late, and a read a
 // little ahead reads on to it. Only a jump opens another stream.
+//
+// While the session has the file open for writing (it opened it after
+// this reader), reads come from that spool, as the reads of a handle
+// opened after the write do: a reader of a file another handle of the
+// session writes sees the writes (a local file system's page cache does
+// the same). Once the writer is gone the reader reads the tree's version
+// afresh, the committed one.
 type treeReader struct {
 	t    *tree.Tree
+	tab  *openfile.Table // the session's files open for writing
 	name string
 	size int64
 	ctx  context.Context
 
-	mu  sync.Mutex
-	rc  io.ReadCloser
-	pos int64  // the stream's position
-	win []byte // the bytes of the stream just before pos
-	eof bool   // the stream ended (the version read is shorter than size)
+	mu    sync.Mutex
+	stale bool // a read came from the spool: stat and open the tree again
+	rc    io.ReadCloser
+	pos   int64  // the stream's position
+	win   []byte // the bytes of the stream just before pos
+	eof   bool   // the stream ended (the version read is shorter than size)
 }
 
 // readWindow is how many bytes behind the stream a read is still served
@@ -249,6 +258,23 @@ func (r *treeReader) ReadAt(p []byte, off int64) (_ int, err error) {
 	defer r.mu.Unlock()
 	if off < 0 {
 		return 0, fmt.Errorf("read %s: %w: negative offset", r.name, fs.ErrInvalid)
+	}
+	if f := r.tab.Lookup(r.name); f != nil {
+		n, err := f.ReadAtContext(r.ctx, p, off)
+		if !errors.Is(err, openfile.ErrClosed) {
+			r.stale = true
+			return n, err
+		}
+	}
+	if r.stale {
+		i, err := r.t.Stat(r.ctx, r.name)
+		if err != nil {
+			return 0, wire("read", r.name, err)
+		}
+		if r.rc != nil {
+			r.rc.Close()
+		}
+		r.rc, r.size, r.stale = nil, i.Size, false
 	}
 	if off >= r.size {
 		return 0, io.EOF

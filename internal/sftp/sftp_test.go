@@ -429,6 +429,81 @@ func TestSFTPWrites(t *testing.T) {
 	}
 }
 
+// TestSFTPReaderSeesWrites: a handle open for reading, opened before
+// another handle of the session writes the file, reads the writes (sshfs
+// serves the processes of one mount from one session, and a local file
+// system shows them), and after the writer's close the committed version,
+// longer than the one it opened; another session reads the old version
+// until the commit.
+func TestSFTPReaderSeesWrites(t *testing.T) {
+	f := newFixture(t)
+	k := f.addUser(t, "u", "files", "pw")
+	c, err := f.dial(t, "u", ssh.PublicKeys(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := f.dial(t, "u", ssh.PublicKeys(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(c *pkgsftp.Client, name, body string) {
+		t.Helper()
+		w, err := c.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(body))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readAt := func(r *pkgsftp.File, n int, off int64) string {
+		t.Helper()
+		b := make([]byte, n)
+		k, err := r.ReadAt(b, off)
+		if err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		return string(b[:k])
+	}
+	put(c, "/f", "old text")
+	r, err := c.Open("/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ro, err := other.Open("/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if got := readAt(r, 3, 0); got != "old" {
+		t.Fatalf("first read: %q", got)
+	}
+	w, err := c.OpenFile("/f", os.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte("NEW"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAt(r, 8, 0); got != "NEW text" {
+		t.Fatalf("the reader reads %q while the session writes, want the writes", got)
+	}
+	if got := readAt(ro, 8, 0); got != "old text" {
+		t.Fatalf("another session reads %q before the commit", got)
+	}
+	if _, err := w.WriteAt([]byte(" and more"), 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAt(r, 100, 0); got != "NEW text and more" {
+		t.Fatalf("the reader reads %q after the writer's close", got)
+	}
+}
+
 // TestSFTPDroppedSession: a client that goes away in mid-write leaves no
 // version of its file, not even a part.
 func TestSFTPDroppedSession(t *testing.T) {

@@ -3,7 +3,6 @@ package s3
 import (
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,9 +26,13 @@ func Instrument(h http.Handler, reg prometheus.Registerer) http.Handler {
 	out := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quilt_s3_sent_bytes_total",
 		Help: "Bytes of S3 answer bodies written (objects downloaded), by operation."}, []string{"op"})
 	reg.MustRegister(requests, latency, in, out)
+	var domain string
+	if srv, ok := h.(*Server); ok {
+		domain = srv.opt.Domain
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		op := operation(r)
+		op := operation(r, domain)
 		cw := &countingWriter{ResponseWriter: w}
 		var body *countingReader
 		if r.Body != nil && r.Body != http.NoBody {
@@ -50,8 +53,8 @@ func Instrument(h http.Handler, reg prometheus.Registerer) http.Handler {
 
 // operation names a request's S3 operation for the op label, as the
 // server will route it.
-func operation(r *http.Request) string {
-	bucket, object, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+func operation(r *http.Request, domain string) string {
+	bucket, object := requestTarget(r, domain)
 	switch {
 	case r.Method == http.MethodOptions:
 		return "Preflight"

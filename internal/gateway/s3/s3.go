@@ -37,6 +37,11 @@ type Options struct {
 	// IdleTimeout is how long HTTPServer keeps an idle keep-alive
 	// connection open; default 120 s.
 	IdleTimeout time.Duration
+	// Domain, if set, turns on virtual-hosted-style requests: a request
+	// whose Host is BUCKET.Domain (any port, any case) names BUCKET, and
+	// its whole path is the key. Requests to any other host, Domain
+	// itself included, are path-style (/BUCKET/KEY).
+	Domain string
 }
 
 // Server is the S3 API of a gateway.
@@ -308,6 +313,35 @@ func (q *request) xml(status int, v any) {
 	xml.NewEncoder(q.w).Encode(v)
 }
 
+// requestTarget is the bucket and the key a request names: from its Host and
+// path if the Host is a bucket under domain (virtual-hosted style), else
+// from its path alone.
+func requestTarget(r *http.Request, domain string) (bucket, object string) {
+	path := strings.TrimPrefix(r.URL.Path, "/")
+	if b, ok := virtualBucket(r.Host, domain); ok {
+		return b, path
+	}
+	bucket, object, _ = strings.Cut(path, "/")
+	return bucket, object
+}
+
+// virtualBucket is the bucket a Host header names under domain:
+// "photos.s3.example.org:9000" under "s3.example.org" is "photos".
+func virtualBucket(host, domain string) (string, bool) {
+	if domain == "" {
+		return "", false
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	b, ok := strings.CutSuffix(host, "."+strings.ToLower(strings.TrimSuffix(domain, ".")))
+	if !ok || b == "" {
+		return "", false
+	}
+	return b, true
+}
+
 // ServeHTTP serves one S3 request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -329,8 +363,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.raw = &rawBody{rc: r.Body, ctl: http.NewResponseController(w), timeout: s.opt.BodyTimeout}
 		r.Body = q.raw
 	}
-	path := strings.TrimPrefix(r.URL.Path, "/")
-	q.bucket, q.object, _ = strings.Cut(path, "/")
+	q.bucket, q.object = requestTarget(r, s.opt.Domain)
 	// CORS needs no signature: a browser sends the preflight without
 	// one, and an actual request's answer must carry the headers even
 	// when it is an error.
