@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,17 @@ func (s *Server) serveExec(ch ssh.Channel, user, bucket, cmdline string) uint32 
 		fmt.Fprintf(stderr, "quilt: %v\n", strings.TrimPrefix(err.Error(), "sftp: "))
 		return exitError
 	}
+	// The client's bytes, after the arguments of -s if any.
+	var stdin io.Reader = ch
+	if c.secluded {
+		br := bufio.NewReader(ch)
+		if err := c.readSecluded(br); err != nil {
+			s.cfg.Logger.Info("sftp: exec refused", "user", user, "command", cmdline, "err", err)
+			fmt.Fprintf(stderr, "quilt: %v\n", strings.TrimPrefix(err.Error(), "sftp: "))
+			return exitError
+		}
+		stdin = br
+	}
 	t, err := s.treeOf(bucket)
 	if err != nil {
 		s.cfg.Logger.Error("sftp: bucket", "user", user, "bucket", bucket, "err", err)
@@ -76,7 +88,7 @@ func (s *Server) serveExec(ch ssh.Channel, user, bucket, cmdline string) uint32 
 		return err == nil, err == nil && i.IsDir()
 	})
 	cancel()
-	code, err := s.runRsync(ch, t, c)
+	code, err := s.runRsync(ch, stdin, t, c)
 	if err != nil {
 		s.cfg.Logger.Warn("sftp: rsync", "user", user, "bucket", bucket, "exit", code, "err", err)
 		fmt.Fprintf(stderr, "quilt: rsync: %v\n", err)
@@ -129,8 +141,9 @@ func sandboxArgs(dir string, argv []string) []string {
 }
 
 // runRsync stages the command's paths, runs rsync on them in the sandbox
-// with the channel as its stdin and stdout, and commits what it changed.
-func (s *Server) runRsync(ch ssh.Channel, t *tree.Tree, c *rsyncCommand) (uint32, error) {
+// with stdin (the channel's bytes) and the channel as its stdout, and
+// commits what it changed.
+func (s *Server) runRsync(ch ssh.Channel, stdin io.Reader, t *tree.Tree, c *rsyncCommand) (uint32, error) {
 	rsync, bwrap, err := sandboxTools()
 	if err != nil {
 		return exitError, err
@@ -159,7 +172,7 @@ func (s *Server) runRsync(ch ssh.Channel, t *tree.Tree, c *rsyncCommand) (uint32
 		return exitIPC, fmt.Errorf("sandbox: %w", err)
 	}
 	go func() {
-		io.Copy(in, ch) // ends at the client's EOF, or when Wait closes in
+		io.Copy(in, stdin) // ends at the client's EOF, or when Wait closes in
 		in.Close()
 	}()
 	err = cmd.Wait()

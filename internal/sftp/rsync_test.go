@@ -265,6 +265,18 @@ func TestRsyncRoundTrip(t *testing.T) {
 	dst3 := filepath.Join(t.TempDir(), "dst3")
 	c.mustRsync(t, "-a", c.remote(odd), dst3+"/")
 	diffR(t, filepath.Join(src, "a"), dst3)
+
+	// -s (--secluded-args): the paths come on the channel, and wildcards
+	// in them expand on the bucket.
+	c.mustRsync(t, "-a", "-s", "--checksum", src+"/a/", c.remote("/secluded dir/"))
+	dst4 := filepath.Join(t.TempDir(), "dst4")
+	c.mustRsync(t, "-a", "-s", "--checksum", c.remote("/secluded dir/"), dst4+"/")
+	diffR(t, filepath.Join(src, "a"), dst4)
+	globbed4 := t.TempDir()
+	c.mustRsync(t, "-a", "-s", c.remote("/secluded dir/*.txt"), globbed4+"/")
+	if ents, _ := os.ReadDir(globbed4); len(ents) != 1 || ents[0].Name() != "hello.txt" {
+		t.Errorf("download with -s of /secluded dir/*.txt: %v, want hello.txt", ents)
+	}
 }
 
 // TestRsyncChroot: paths with "..", absolute paths and symbolic links
@@ -351,7 +363,7 @@ func TestRsyncRefused(t *testing.T) {
 		{"cat /etc/passwd", "only the sftp subsystem and rsync"},
 		{"rsync --version", "only the sftp subsystem and rsync"},
 		{"rsync --server --daemon .", "no rsync daemon"},
-		{"rsync --server -s .", "-s"},
+		{"rsync --server -s . /x", "-s with paths"},
 		{"rsync --server --sender -logDtpre.iLsfxCIvu . /x && ls", "no shell"},
 		{"rsync --server --sender -logDtpre.iLsfxCIvu . $HOME", "no shell"},
 		{"rsync --server --sender -vlogDtpre.iLsfxCIvu . /x; rm -rf /", "no shell"},

@@ -1,6 +1,7 @@
 package sftp
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"path"
@@ -33,6 +34,10 @@ type rsyncCommand struct {
 	// inPlace: options that write into existing files (--inplace,
 	// --append).
 	inPlace bool
+	// secluded: -s (--secluded-args): the options after the command
+	// line's and the paths come on the channel (readSecluded); the rsync
+	// run is given them on its command line instead.
+	secluded bool
 	// sizesOnly: an upload whose options only compare sizes and times of
 	// the files already there and, for the files it replaces, read them
 	// as the basis of a delta (lazySafe): their bytes need not be staged.
@@ -49,81 +54,150 @@ var (
 
 // parseRsync parses the command of an SSH exec request. It accepts only
 // "rsync --server [--sender] OPTIONS . PATH...", as rsync sends it (its
-// arguments escaped with backslashes since rsync 3.2.4, or quoted).
+// arguments escaped with backslashes since rsync 3.2.4, or quoted), or
+// "rsync --server [--sender] -s... OPTIONS", whose other options and paths
+// follow on the channel (readSecluded).
 func parseRsync(cmdline string) (*rsyncCommand, error) {
 	ws, err := splitCommand(cmdline)
 	if err != nil {
 		return nil, err
 	}
-	w := make([]string, len(ws))
-	for i, x := range ws {
-		w[i] = x.s
-	}
-	if len(w) < 2 || path.Base(w[0]) != "rsync" || w[1] != "--server" {
+	if len(ws) < 2 || path.Base(ws[0].s) != "rsync" || ws[1].s != "--server" {
 		return nil, ErrNotServed
 	}
 	c := &rsyncCommand{sizesOnly: true}
 	i := 1
-	for ; i < len(w) && w[i] != "."; i++ {
-		o := w[i]
-		if !strings.HasPrefix(o, "-") {
-			return nil, fmt.Errorf("sftp: rsync: %q before the \".\" that ends the options", o)
+	for ; i < len(ws) && ws[i].s != "."; i++ {
+		if err := c.option(ws[i].s); err != nil {
+			return nil, err
 		}
-		name, _, _ := strings.Cut(o, "=")
-		switch {
-		case name == "--sender":
-			c.sender = true
-		case name == "--daemon" || name == "--config" || name == "--dparam" || name == "-M":
-			return nil, fmt.Errorf("%w: %s (no rsync daemon here)", ErrRsyncOption, name)
-		case name == "--protect-args" || name == "--secluded-args":
-			return nil, fmt.Errorf("%w: %s: the paths must be on the command line (leave out -s)", ErrRsyncOption, name)
-		case name == "--partial" || name == "--partial-dir":
-			c.partial = true
-		case name == "--inplace" || name == "--append" || name == "--append-verify":
-			c.partial, c.inPlace = true, true
-		case !strings.HasPrefix(o, "--"):
-			// A cluster of short options; "e" starts the client's
-			// capabilities, which run to its end.
-			short, _, _ := strings.Cut(o[1:], "e")
-			if strings.ContainsRune(short, 's') {
-				return nil, fmt.Errorf("%w: -s (--secluded-args): the paths must be on the command line (leave out -s)", ErrRsyncOption)
-			}
-			if strings.ContainsRune(short, 'P') {
-				c.partial = true
-			}
-		}
-		if !lazySafe(o) {
-			c.sizesOnly = false
-		}
-		c.opts = append(c.opts, o)
 	}
-	if i == len(w) {
+	if c.secluded {
+		if i < len(ws) {
+			return nil, fmt.Errorf("sftp: rsync: -s with paths on the command line")
+		}
+		return c, nil
+	}
+	if i == len(ws) {
 		return nil, fmt.Errorf("sftp: rsync: no \".\" after the options")
 	}
-	if c.sender {
+	c.addPaths(ws[i+1:])
+	return c, nil
+}
+
+// option takes one option of the server's command line.
+func (c *rsyncCommand) option(o string) error {
+	if !strings.HasPrefix(o, "-") || o == "-" {
+		return fmt.Errorf("sftp: rsync: %q before the \".\" that ends the options", o)
+	}
+	name, _, _ := strings.Cut(o, "=")
+	switch {
+	case name == "--sender":
+		c.sender = true
+		c.sizesOnly = false
+	case name == "--daemon" || name == "--config" || name == "--dparam" || name == "-M":
+		return fmt.Errorf("%w: %s (no rsync daemon here)", ErrRsyncOption, name)
+	case name == "--protect-args" || name == "--secluded-args":
+		c.secluded = true
+		return nil // the server reads the arguments itself
+	case name == "--partial" || name == "--partial-dir":
+		c.partial = true
+	case name == "--inplace" || name == "--append" || name == "--append-verify":
+		c.partial, c.inPlace = true, true
+	case !strings.HasPrefix(o, "--"):
+		// A cluster of short options; "e" starts the client's
+		// capabilities, which run to its end.
+		short, caps, hasCaps := strings.Cut(o[1:], "e")
+		if strings.ContainsRune(short, 's') {
+			c.secluded = true
+			short = strings.ReplaceAll(short, "s", "")
+			if o = "-" + short; hasCaps {
+				o += "e" + caps
+			}
+			if o == "-" {
+				return nil
+			}
+		}
+		if strings.ContainsRune(short, 'P') {
+			c.partial = true
+		}
+	}
+	if !lazySafe(o) {
 		c.sizesOnly = false
 	}
-	paths := w[i+1:]
-	if len(paths) == 0 {
-		paths = []string{"."}
+	c.opts = append(c.opts, o)
+	return nil
+}
+
+// addPaths takes the path arguments: confined to the bucket, and for a
+// download, those with wildcards marked for expand.
+func (c *rsyncCommand) addPaths(ws []word) {
+	if len(ws) == 0 {
+		ws = []word{{s: "."}}
 	}
-	for j, p := range paths {
-		arg, scope := confine(p)
-		if k := i + 1 + j; k < len(ws) && ws[k].glob != "" && c.sender {
-			g := ws[k].glob
-			// The pattern confined as the path; "/./" (--relative) is
-			// not expanded.
-			if _, gscope := confine(g); !strings.Contains(g, "/./") {
-				if c.globs == nil {
-					c.globs = map[int]string{}
-				}
-				c.globs[len(c.args)] = gscope
+	for _, w := range ws {
+		arg, scope := confine(w.s)
+		// The pattern confined as the path; "/./" (--relative) is not
+		// expanded.
+		if w.glob != "" && c.sender && !strings.Contains(w.glob, "/./") {
+			_, gscope := confine(w.glob)
+			if c.globs == nil {
+				c.globs = map[int]string{}
 			}
+			c.globs[len(c.args)] = gscope
 		}
 		c.args = append(c.args, arg)
 		c.scopes = append(c.scopes, scope)
 	}
-	return c, nil
+}
+
+// maxSecluded bounds the arguments read from the channel.
+const maxSecluded = 1 << 20
+
+// readSecluded reads the arguments a client with -s (--secluded-args)
+// sends first on the channel: "rsync", options, ".", paths, each ending
+// in a NUL, and an empty one after the last. rsync's server expands the
+// paths' wildcards itself, so a path with one is a pattern (a backslash
+// quotes).
+func (c *rsyncCommand) readSecluded(r *bufio.Reader) error {
+	var args []string
+	n := 0
+	for {
+		a, err := r.ReadString(0)
+		if err != nil {
+			return fmt.Errorf("sftp: rsync: reading the arguments of -s: %w", err)
+		}
+		if n += len(a); n > maxSecluded {
+			return fmt.Errorf("sftp: rsync: the arguments of -s pass %d bytes", maxSecluded)
+		}
+		a = a[:len(a)-1]
+		if a == "" {
+			break
+		}
+		args = append(args, a)
+	}
+	if len(args) == 0 || path.Base(args[0]) != "rsync" {
+		return fmt.Errorf("sftp: rsync: the arguments of -s do not start with rsync")
+	}
+	i := 1
+	for ; i < len(args) && args[i] != "."; i++ {
+		if err := c.option(args[i]); err != nil {
+			return err
+		}
+	}
+	if i == len(args) {
+		return fmt.Errorf("sftp: rsync: no \".\" after the options of -s")
+	}
+	ws := make([]word, 0, len(args)-i-1)
+	for _, a := range args[i+1:] {
+		w := word{s: a}
+		if hasMeta(a) {
+			w.s, w.glob = unescape(a), a
+		}
+		ws = append(ws, w)
+	}
+	c.addPaths(ws)
+	return nil
 }
 
 // lazySafe reports whether an rsync option (of the receiving server)

@@ -1,7 +1,9 @@
 package sftp
 
 import (
+	"bufio"
 	"errors"
+	"io"
 	"io/fs"
 	"maps"
 	"slices"
@@ -45,8 +47,7 @@ func TestRsyncCommand(t *testing.T) {
 		{cmd: ``, err: ErrNotServed},
 		{cmd: `rsync --server --daemon .`, err: ErrRsyncOption},
 		{cmd: `rsync --server --config=/etc/x --daemon .`, err: ErrRsyncOption},
-		{cmd: `rsync --server -slogDtpre.iLsfxCIvu .`, err: ErrRsyncOption},
-		{cmd: `rsync --server --secluded-args .`, err: ErrRsyncOption},
+		{cmd: `rsync --server -slogDtpre.iLsfxCIvu . /x`, err: errAny},
 		{cmd: `rsync --server -logDtpre.iLsfxCIvu . /x; rm -rf /`, err: errAny},
 		{cmd: `rsync --server -logDtpre.iLsfxCIvu . $HOME`, err: errAny},
 		{cmd: "rsync --server -logDtpre.iLsfxCIvu . `id`", err: errAny},
@@ -128,6 +129,50 @@ func TestRsyncGlob(t *testing.T) {
 		c.expand(readDir, stat)
 		if !slices.Equal(c.args, tc.args) || !slices.Equal(c.scopes, tc.scopes) {
 			t.Errorf("%s: args %q scopes %q, want %q %q", tc.cmd, c.args, c.scopes, tc.args, tc.scopes)
+		}
+	}
+}
+
+// TestRsyncSecluded: with -s, the options and paths come on the channel
+// after the command, NUL-terminated; the bytes after them are rsync's.
+func TestRsyncSecluded(t *testing.T) {
+	for _, tc := range []struct {
+		cmd, in string
+		sender  bool
+		opts    []string
+		args    []string
+		globs   map[int]string
+		rest    string
+		err     bool
+	}{
+		{cmd: `rsync --server --sender -slogDtprce.iLsfxCIvu`, in: "rsync\x00.\x00/a b/*.txt\x00../../c\x00\x00 \x00\x00\x00",
+			sender: true, opts: []string{"--server", "--sender", "-logDtprce.iLsfxCIvu"}, args: []string{"./a b/*.txt", "./c"},
+			globs: map[int]string{0: "a b/*.txt"}, rest: " \x00\x00\x00"},
+		{cmd: `rsync --server -slogDtpre.iLsfxCIvu`, in: "rsync\x00--delete\x00.\x00/d e/\x00\x00",
+			opts: []string{"--server", "-logDtpre.iLsfxCIvu", "--delete"}, args: []string{"./d e/"}},
+		{cmd: `rsync --server -s`, in: "rsync\x00-logDtpre.iLsfxCIvu\x00.\x00x\x00\x00",
+			opts: []string{"--server", "-logDtpre.iLsfxCIvu"}, args: []string{"./x"}},
+		{cmd: `rsync --server -slogDtpre.iLsfxCIvu`, in: "rsync\x00--daemon\x00.\x00x\x00\x00", err: true},
+		{cmd: `rsync --server -slogDtpre.iLsfxCIvu`, in: "sh\x00.\x00x\x00\x00", err: true},
+		{cmd: `rsync --server -slogDtpre.iLsfxCIvu`, in: "rsync\x00x\x00\x00", err: true},
+		{cmd: `rsync --server -slogDtpre.iLsfxCIvu`, in: "rsync\x00.\x00x", err: true},
+	} {
+		c, err := parseRsync(tc.cmd)
+		if err != nil || !c.secluded {
+			t.Fatalf("%s: %v, secluded %v", tc.cmd, err, c != nil && c.secluded)
+		}
+		r := bufio.NewReader(strings.NewReader(tc.in))
+		err = c.readSecluded(r)
+		if tc.err {
+			if err == nil {
+				t.Errorf("%s %q: no error", tc.cmd, tc.in)
+			}
+			continue
+		}
+		rest, _ := io.ReadAll(r)
+		if err != nil || c.sender != tc.sender || !slices.Equal(c.opts, tc.opts) || !slices.Equal(c.args, tc.args) ||
+			!maps.Equal(c.globs, tc.globs) || string(rest) != tc.rest {
+			t.Errorf("%s %q: %v sender %v opts %q args %q globs %v rest %q", tc.cmd, tc.in, err, c.sender, c.opts, c.args, c.globs, rest)
 		}
 	}
 }
