@@ -97,6 +97,9 @@ rsync -a --checksum -e "$rsh" "$r/" "$dest:/rsync/"
 rsync -a --checksum -e "$rsh" "$dest:/rsync/" "$work/rtree.back/"
 diff -r "$r" "$work/rtree.back"
 [ "$(stat -c %a "$work/rtree.back/a/f1")" = 755 ]
+# The same with the paths sent on the channel (-s, --secluded-args).
+rsync -a -s --checksum -e "$rsh" "$dest:/rsync/" "$work/rtree.s/"
+diff -r "$r" "$work/rtree.s"
 # Through another door: the same bytes over sftp.
 echo "get /rsync/a/b/c/big $work/rsync-big.sftp" | sftp "${ssh_opts[@]}" -P "$QUILT_SFTP_PORT" -b - "$dest" >/dev/null
 cmp "$r/a/b/c/big" "$work/rsync-big.sftp"
