@@ -18,7 +18,8 @@ import (
 )
 
 // rsync over ssh: a client's rsync runs "rsync --server ..." on the far
-// side through an exec request. The tree is no local directory and no Go
+// side through an exec request (with -s, its paths follow on the channel:
+// rsyncCommand.readSecluded). The tree is no local directory and no Go
 // rsync library serves an abstract one (gokrazy/rsync works on local
 // paths, speaks protocol 27 and its receiver has no --checksum), so the
 // server runs the system's rsync on a staging directory:
