@@ -161,4 +161,53 @@ say "rm"
 q rm vm2
 q ls | tee "$work/ls2"
 if grep -q '^vm2 ' "$work/ls2"; then echo "vm2 still listed"; exit 1; fi
+say "TLS: STARTTLS required, a client certificate per volume (quilt volume cert), revoke"
+if q serve --tls maybe --listen 127.0.0.1:0 >"$work/bad.log" 2>&1; then echo "serve took --tls maybe"; exit 1; fi
+grep -q 'want on, off or auto' "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
+q create sec1 --size 16MiB
+q create sec2 --size 1MiB
+q cert sec1 "$work/c1"
+q cert sec2 "$work/c2"
+for f in ca-cert.pem client-cert.pem client-key.pem; do [ -s "$work/c1/$f" ] || { echo "cert: no $f"; exit 1; }; done
+"$work/quilt" volume --dir "$gw" serve --tls on --state "$work/state3" --listen 127.0.0.1:0 >"$work/serve.log" 2>&1 &
+spid=$!
+addr=
+for _ in $(seq 1 60); do
+	addr=$(sed -n 's/.*serving NBD on \([0-9.:]*\) (nbds:.*/\1/p' "$work/serve.log" 2>/dev/null || true)
+	[ -n "$addr" ] && break
+	sleep 0.5
+done
+[ -n "$addr" ] || { cat "$work/serve.log"; echo "quilt volume serve --tls on did not start"; exit 1; }
+# A client without TLS is refused with ERR_TLS_REQD (libnbd's debug shows the server's message).
+if LIBNBD_DEBUG=1 t nbdinfo "nbd://$addr/sec1" >"$work/plain.log" 2>&1; then echo "served without TLS"; exit 1; fi
+grep -q 'TLS is required' "$work/plain.log" || { cat "$work/plain.log"; exit 1; }
+if t qemu-img info "nbd://$addr/sec1" >"$work/plain.log" 2>&1; then echo "qemu-img opened without TLS"; exit 1; fi
+grep -qi 'TLS negotiation required' "$work/plain.log" || { cat "$work/plain.log"; exit 1; }
+# With the volume's certificate: libnbd and QEMU (tls-creds-x509), checking the server's against the CA.
+t nbdinfo "nbds://$addr/sec1?tls-certificates=$work/c1" | tee "$work/info"
+grep -q 'with TLS' "$work/info"
+grep -q 'export-size: 16777216' "$work/info"
+t nbdinfo --list "nbds://$addr?tls-certificates=$work/c1" >"$work/list"
+grep -q 'export="sec1"' "$work/list"
+if grep -q 'export="sec2"' "$work/list"; then echo "listed a volume the certificate does not open"; exit 1; fi
+port=${addr##*:}
+tlsopts() { echo "driver=nbd,server.type=inet,server.host=127.0.0.1,server.port=$port,export=$1,tls-creds=tls0"; }
+t qemu-io --object "tls-creds-x509,id=tls0,endpoint=client,dir=$work/c1" --image-opts "$(tlsopts sec1)" \
+	-c 'write -P 0x3c 1M 2M' -c flush -c 'read -P 0x3c 1M 2M' -c 'read -P 0 0 1M' >/dev/null
+t qemu-img info --object "tls-creds-x509,id=tls0,endpoint=client,dir=$work/c1" --image-opts "$(tlsopts sec1)" | grep -q 'virtual size: 16 MiB'
+# Another volume's certificate is refused (ERR_POLICY), by libnbd and QEMU.
+if LIBNBD_DEBUG=1 t nbdinfo "nbds://$addr/sec1?tls-certificates=$work/c2" >"$work/wrong.log" 2>&1; then echo "opened with another volume's certificate"; exit 1; fi
+grep -q "not one of the volume's" "$work/wrong.log" || { cat "$work/wrong.log"; exit 1; }
+if t qemu-img info --object "tls-creds-x509,id=tls0,endpoint=client,dir=$work/c2" --image-opts "$(tlsopts sec1)" >"$work/wrong.log" 2>&1; then
+	echo "qemu-img opened with another volume's certificate"; exit 1
+fi
+grep -q "not one of the volume's" "$work/wrong.log" || { cat "$work/wrong.log"; exit 1; }
+# Revoked, the certificate opens nothing; a new one does.
+q revoke sec1
+if t nbdinfo "nbds://$addr/sec1?tls-certificates=$work/c1" >/dev/null 2>&1; then echo "a revoked certificate opened the volume"; exit 1; fi
+q cert sec1 "$work/c1b"
+t qemu-io --object "tls-creds-x509,id=tls0,endpoint=client,dir=$work/c1b" --image-opts "$(tlsopts sec1)" -c 'read -P 0x3c 1M 2M' >/dev/null
+kill "$spid"; wait "$spid" 2>/dev/null || true
+spid=
+
 echo "volume clients: ok"

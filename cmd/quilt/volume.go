@@ -57,7 +57,9 @@ const volumeUsage = `Usage: quilt volume create NAME --size SIZE
        quilt volume rm NAME
        quilt volume import NAME FILE       (a raw image; the volume is made if missing)
        quilt volume export NAME FILE       (a raw image; - for stdout)
-       quilt volume serve [--listen ADDR]  (every volume as a named NBD export)
+       quilt volume cert NAME DIR          (a client certificate that opens NAME over TLS, into DIR)
+       quilt volume revoke NAME            (no certificate made before opens NAME any more)
+       quilt volume serve [--listen ADDR] [--tls on|off|auto]  (every volume as a named NBD export)
 
 Block volumes for virtual machines, kept on the grid as 4 MiB extent objects
 and a map in the registry of the gateway in --dir (docs/volumes.md).`
@@ -70,14 +72,19 @@ func runVolume(ctx context.Context, args []string) error {
 	sizeFlag := fs.String("size", "", "create: the volume's size (64MiB, 10GiB; a multiple of 512 bytes)")
 	listen := fs.String("listen", "127.0.0.1:10809", "serve: the NBD address (host:port)")
 	state := fs.String("state", "", "serve: the journals' directory (default DIR/volumes)")
+	tlsMode := fs.String("tls", "auto", "serve: "+nbdTLSHelp)
 	if err := parseArgs(fs, args, -1); err != nil {
 		return err
 	}
-	want := map[string]int{"create": 2, "ls": 1, "clone": 3, "snapshot": 3, "rm": 2, "import": 3, "export": 3, "serve": 1}
+	want := map[string]int{"create": 2, "ls": 1, "clone": 3, "snapshot": 3, "rm": 2, "import": 3, "export": 3, "serve": 1,
+		"cert": 3, "revoke": 2}
 	verb := fs.Arg(0)
 	if n, ok := want[verb]; !ok || fs.NArg() != n {
 		fs.Usage()
 		return errUsage
+	}
+	if err := checkNBDTLSMode(*tlsMode); err != nil {
+		return err
 	}
 	if *dir == "" {
 		*dir = keyDir(g.grid)
@@ -162,13 +169,24 @@ func runVolume(ctx context.Context, args []string) error {
 	case "snapshot":
 		return m.Clone(ctx, fs.Arg(1), fs.Arg(1)+"@"+fs.Arg(2), true)
 	case "rm":
-		return m.Remove(ctx, fs.Arg(1))
+		if err := m.Remove(ctx, fs.Arg(1)); err != nil {
+			return err
+		}
+		return volumeRevoke(ctx, gw, fs.Arg(1))
+	case "cert":
+		return volumeCert(ctx, gw, m, *dir, fs.Arg(1), fs.Arg(2))
+	case "revoke":
+		return volumeRevoke(ctx, gw, fs.Arg(1))
 	case "import":
 		return volumeImport(ctx, m, fs.Arg(1), fs.Arg(2))
 	case "export":
 		return volumeExport(ctx, m, fs.Arg(1), fs.Arg(2))
 	}
-	return volumeServe(ctx, m, *listen)
+	auth, err := newNBDAuth(gw, *dir, *listen, *tlsMode)
+	if err != nil {
+		return err
+	}
+	return volumeServe(ctx, m, *listen, auth)
 }
 
 // volumeHappy is how many distinct nodes an extent must reach: as many as
@@ -268,12 +286,15 @@ func volumeExport(ctx context.Context, m *volume.Manager, name, file string) err
 }
 
 // volumeServe serves every volume as a named NBD export until interrupted.
-func volumeServe(ctx context.Context, m *volume.Manager, addr string) error {
-	ns, err := listenNBD(m, addr)
+func volumeServe(ctx context.Context, m *volume.Manager, addr string, auth *nbdAuth) error {
+	ns, err := listenNBD(m, addr, auth)
 	if err != nil {
 		return fmt.Errorf("volume serve: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "quilt volume: serving NBD on %s (nbd://%s/NAME)\n", ns.addr, ns.addr)
+	fmt.Fprintf(os.Stderr, "quilt volume: serving NBD on %s (%s/NAME)\n", ns.addr, ns.url())
+	if auth != nil {
+		fmt.Fprintf(os.Stderr, "quilt volume: TLS required; server certificate from the CA %s; clients need quilt volume cert NAME DIR\n", auth.caFile)
+	}
 	<-ctx.Done()
 	return ns.Close()
 }
@@ -282,31 +303,53 @@ func volumeServe(ctx context.Context, m *volume.Manager, addr string) error {
 // export.
 type nbdService struct {
 	srv     *nbd.Server
-	addr    string // host:port it listens on
-	release func() // unlocks the journals' directory, if it was locked here
+	addr    string   // host:port it listens on
+	auth    *nbdAuth // nil: plain NBD
+	release func()   // unlocks the journals' directory, if it was locked here
 }
 
-// listenNBD starts serving m's volumes on addr.
-func listenNBD(m *volume.Manager, addr string) (*nbdService, error) {
-	srv := nbd.New(nbd.Config{
-		Exports: func(ctx context.Context) ([]string, error) {
+// url is the server's address as an NBD URI: nbds:// when TLS is
+// required.
+func (ns *nbdService) url() string {
+	if ns.auth != nil {
+		return "nbds://" + ns.addr
+	}
+	return "nbd://" + ns.addr
+}
+
+// listenNBD starts serving m's volumes on addr; with auth, over TLS only
+// and each volume to the certificates of its keys.
+func listenNBD(m *volume.Manager, addr string, auth *nbdAuth) (*nbdService, error) {
+	cfg := nbd.Config{
+		Exports: func(ctx context.Context, peer nbd.Peer) ([]string, error) {
 			ls, err := m.List(ctx)
 			names := make([]string, 0, len(ls))
 			for _, in := range ls {
-				names = append(names, in.Name)
+				if auth == nil || auth.check(ctx, in.Name, peer) == nil {
+					names = append(names, in.Name)
+				}
 			}
 			return names, err
 		},
-		Open: func(ctx context.Context, name string) (nbd.Device, error) {
+		Open: func(ctx context.Context, name string, peer nbd.Peer) (nbd.Device, error) {
+			if auth != nil {
+				if err := auth.check(ctx, name, peer); err != nil {
+					return nil, err
+				}
+			}
 			return m.Open(ctx, name)
 		},
-	})
+	}
+	if auth != nil {
+		cfg.TLS, cfg.RequireTLS = auth.tls, true
+	}
+	srv := nbd.New(cfg)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("NBD: listen on %s: %w", addr, err)
 	}
 	go srv.Serve(ln)
-	return &nbdService{srv: srv, addr: ln.Addr().String()}, nil
+	return &nbdService{srv: srv, addr: ln.Addr().String(), auth: auth}, nil
 }
 
 // Close stops serving; connected clients' writes are flushed.
@@ -320,8 +363,12 @@ func (ns *nbdService) Close() error {
 
 // startUpNBD serves the volumes of quilt up's gateway on addr, with
 // journals in dir/volumes, and writes dir/nbd.env.
-func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr string) (*nbdService, error) {
+func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr, tlsMode string) (*nbdService, error) {
 	happy, err := volumeHappy(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := newNBDAuth(gw, dir, addr, tlsMode)
 	if err != nil {
 		return nil, err
 	}
@@ -336,13 +383,16 @@ func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr 
 		release()
 		return nil, err
 	}
-	ns, err := listenNBD(m, addr)
+	ns, err := listenNBD(m, addr, auth)
 	if err != nil {
 		release()
 		return nil, err
 	}
 	ns.release = release
-	env := fmt.Sprintf("export QUILT_NBD=nbd://%s\n", ns.addr)
+	env := fmt.Sprintf("export QUILT_NBD=%s\n", ns.url())
+	if auth != nil {
+		env += fmt.Sprintf("export QUILT_NBD_CA=%s\n", auth.caFile)
+	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, "nbd.env"), []byte(env), 0o600); err != nil {
 		ns.Close()
 		return nil, err
@@ -363,5 +413,9 @@ func leaseOwner(state string) string {
 
 // nbdHint is quilt up's banner line for the NBD server.
 func nbdHint(ns *nbdService) string {
-	return fmt.Sprintf("NBD:   nbd://%s/NAME  (block volumes)\n       quilt volume create vm1 --size 10GiB; nbdinfo nbd://%s/vm1\n", ns.addr, ns.addr)
+	if ns.auth != nil {
+		return fmt.Sprintf("NBD:   %s/NAME  (block volumes; TLS required, server certificate from the CA %s)\n       quilt volume create vm1 --size 10GiB; quilt volume cert vm1 DIR; nbdinfo '%s/vm1?tls-certificates=DIR'\n",
+			ns.url(), ns.auth.caFile, ns.url())
+	}
+	return fmt.Sprintf("NBD:   %s/NAME  (block volumes)\n       quilt volume create vm1 --size 10GiB; nbdinfo %s/vm1\n", ns.url(), ns.url())
 }
