@@ -94,6 +94,7 @@ grep -q 'can_flush: true' "$work/info"
 grep -q 'can_fua: true' "$work/info"
 grep -q 'can_trim: true' "$work/info"
 grep -q 'can_zero: true' "$work/info"
+grep -q 'can_multi_conn: true' "$work/info"
 if t nbdinfo "$url/nope" >/dev/null 2>&1; then echo "an unknown export was opened"; exit 1; fi
 
 say "qemu-io pattern writes, flush, reads"
@@ -111,6 +112,13 @@ t nbdcopy "$url/vm1" "$work/back"
 cmp "$work/disk" "$work/back"
 t nbdcopy "$url/img1" "$work/img1.back"
 cmp "$work/img" <(head -c 5000000 "$work/img1.back")
+# Multi-conn: four connections write and read one volume at once (nbdcopy
+# uses them only when the server announces CAN_MULTI_CONN; it says how many).
+q create mc1 --size 64MiB
+t nbdcopy -v --connections=4 --threads=4 --flush "$work/disk" "$url/mc1" 2>&1 | grep 'connections=4 '
+t qemu-img compare -f raw -F raw "$work/disk" "$url/mc1"
+t nbdcopy -v --connections=4 --threads=4 "$url/mc1" "$work/mc1.back" 2>&1 | grep 'connections=4 '
+cmp "$work/disk" "$work/mc1.back"
 
 say "fio: random 4 KiB writes, then verified reads (nbd engine)"
 q create fio1 --size 32MiB

@@ -337,7 +337,11 @@ func listenNBD(m *volume.Manager, addr string, auth *nbdAuth) (*nbdService, erro
 					return nil, err
 				}
 			}
-			return m.Open(ctx, name)
+			v, err := m.Open(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			return sharedVolume{v}, nil
 		},
 	}
 	if auth != nil {
@@ -351,6 +355,16 @@ func listenNBD(m *volume.Manager, addr string, auth *nbdAuth) (*nbdService, erro
 	go srv.Serve(ln)
 	return &nbdService{srv: srv, addr: ln.Addr().String(), auth: auth}, nil
 }
+
+// sharedVolume is a volume served to several connections at once
+// (NBD_FLAG_CAN_MULTI_CONN): the connections of one server to a volume
+// share its one handle, so they share its journal, read each other's
+// completed writes, and a flush on any of them stores every dirty extent
+// and commits the map, covering every write completed before it on any.
+type sharedVolume struct{ *volume.Volume }
+
+// MultiConn says the volume may be served to several connections.
+func (sharedVolume) MultiConn() bool { return true }
 
 // Close stops serving; connected clients' writes are flushed.
 func (ns *nbdService) Close() error {

@@ -20,9 +20,10 @@ import (
 // nbdClient is a minimal NBD client (fixed newstyle, NBD_OPT_GO, simple
 // replies) for tests against `quilt volume serve` as a process.
 type nbdClient struct {
-	c    net.Conn
-	size uint64
-	seq  uint64
+	c     net.Conn
+	size  uint64
+	flags uint16 // transmission flags
+	seq   uint64
 }
 
 // dialNBD connects to addr and opens the export name.
@@ -72,7 +73,7 @@ func dialNBD(addr, name string) (*nbdClient, error) {
 			}
 			return cl, nil
 		case typ == 3 && len(d) >= 12 && binary.BigEndian.Uint16(d) == 0: // INFO_EXPORT
-			cl.size = binary.BigEndian.Uint64(d[2:])
+			cl.size, cl.flags = binary.BigEndian.Uint64(d[2:]), binary.BigEndian.Uint16(d[10:])
 		case typ&(1<<31) != 0:
 			c.Close()
 			return nil, fmt.Errorf("GO %s: error reply %#x %q", name, typ, d)
@@ -254,6 +255,66 @@ func TestCLIVolumeServeCrash(t *testing.T) {
 	}
 	if !bytes.Equal(got[:ext], flushed[:ext]) || !bytes.Equal(got[4*ext:], make([]byte, ext)) {
 		t.Fatal("extents the later writes did not touch changed")
+	}
+}
+
+// Multi-conn with real processes: `quilt volume serve` announces
+// CAN_MULTI_CONN, one connection writes (without a flush) and another
+// reads the writes back and FLUSHes, the server is SIGKILLed, and a new
+// server on the same state directory serves the writes: the flush on one
+// connection made the other's writes durable.
+func TestCLIVolumeMultiConn(t *testing.T) {
+	g := startTestGrid(t, 4)
+	gw := &chaosGateway{g: g, dir: filepath.Join(g.base, "gateway"), addr: "127.0.0.1:0"}
+	gw.start(t)
+	gw.kill()
+	if _, _, err := g.quilt(nil, "volume", "create", "vm", "--size", "12MiB", "--dir", gw.dir); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(g.base, "journals")
+	serve, addr := startVolumeServe(t, g, gw.dir, state)
+	var cs [2]*nbdClient
+	for i := range cs {
+		c, err := dialNBD(addr, "vm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.flags&(1<<8) == 0 {
+			t.Fatalf("connection %d: flags %#x without CAN_MULTI_CONN", i, c.flags)
+		}
+		cs[i] = c
+	}
+	data := pattern(3, 6<<20+12345)
+	if err := cs[0].write(1000, data); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs[1].read(1000, len(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("a connection does not read what another wrote")
+	}
+	if err := cs[1].flush(); err != nil {
+		t.Fatal(err)
+	}
+	serve.Process.Signal(syscall.SIGKILL)
+	serve.Wait()
+	for _, c := range cs {
+		c.c.Close()
+	}
+	_, addr = startVolumeServe(t, g, gw.dir, state)
+	c, err := dialNBD(addr, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = c.read(0, 12<<20); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 12<<20)
+	copy(want[1000:], data)
+	if !bytes.Equal(got, want) {
+		t.Fatal("after the crash the volume lacks writes of the connection that did not flush")
 	}
 }
 
