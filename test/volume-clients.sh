@@ -165,6 +165,15 @@ if t qemu-io -f raw -c 'write -P 1 0 4k' "$url/vm1@s1" >/dev/null 2>&1; then ech
 q export vm1 "$work/exported"
 cmp "$work/disk" "$work/exported"
 
+say "non-persistent attachments (NAME+np): a clone per connection, gone at disconnect"
+t qemu-io -f raw -c 'read -P 0x5a 1M 3M' -c 'write -P 0xee 0 6M' -c flush -c 'read -P 0xee 0 6M' "$url/vm1+np" >/dev/null
+t nbdinfo "$url/vm1+np" | grep -q 'can_multi_conn: false'
+t qemu-img compare -f raw -F raw "$work/disk" "$url/vm1"
+# The server deletes the clone once it sees the client gone.
+for _ in $(seq 1 60); do q ls >"$work/ls3"; grep -q '\.np-' "$work/ls3" || break; sleep 0.5; done
+if grep -q '\.np-' "$work/ls3"; then cat "$work/ls3"; echo "a non-persistent clone outlived its connection"; exit 1; fi
+if t nbdinfo "$url/nope+np" >/dev/null 2>&1; then echo "attached a volume that does not exist"; exit 1; fi
+
 say "rm"
 q rm vm2
 q ls | tee "$work/ls2"

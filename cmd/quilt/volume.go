@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -332,10 +334,14 @@ func listenNBD(m *volume.Manager, addr string, auth *nbdAuth) (*nbdService, erro
 			return names, err
 		},
 		Open: func(ctx context.Context, name string, peer nbd.Peer) (nbd.Device, error) {
+			base, np := strings.CutSuffix(name, nonPersistentSuffix)
 			if auth != nil {
-				if err := auth.check(ctx, name, peer); err != nil {
+				if err := auth.check(ctx, base, peer); err != nil {
 					return nil, err
 				}
+			}
+			if np {
+				return openNonPersistent(ctx, m, base)
 			}
 			v, err := m.Open(ctx, name)
 			if err != nil {
@@ -365,6 +371,55 @@ type sharedVolume struct{ *volume.Volume }
 
 // MultiConn says the volume may be served to several connections.
 func (sharedVolume) MultiConn() bool { return true }
+
+// nonPersistentSuffix, after a volume's name in an export name, serves a
+// non-persistent attachment of the volume: a clone made for the
+// connection and deleted when it ends.
+const nonPersistentSuffix = "+np"
+
+// nonPersistent is a clone of a volume made for one NBD connection and
+// deleted when it closes. Its flushes return at once (its contents end
+// with the connection, whatever a flush stores), and it is not shared
+// between connections: each connection to NAME+np has a clone of its own.
+type nonPersistent struct {
+	*volume.Volume
+	m *volume.Manager
+}
+
+// openNonPersistent clones base as NAME.np-RANDOM and opens the clone.
+func openNonPersistent(ctx context.Context, m *volume.Manager, base string) (nbd.Device, error) {
+	var r [4]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%s.np-%x", base, r)
+	if err := m.Clone(ctx, base, name, false); err != nil {
+		return nil, err
+	}
+	v, err := m.Open(ctx, name)
+	if err != nil {
+		m.Remove(ctx, name)
+		return nil, err
+	}
+	return nonPersistent{v, m}, nil
+}
+
+// Flush returns at once: what the clone holds is dropped at Close.
+func (nonPersistent) Flush(context.Context) error { return nil }
+
+// Close closes the clone and deletes it.
+func (n nonPersistent) Close() error {
+	name := n.Name()
+	if err := n.Volume.Close(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.m.Remove(ctx, name); err != nil {
+		return fmt.Errorf("non-persistent clone %s: %w", name, err)
+	}
+	return nil
+}
 
 // Close stops serving; connected clients' writes are flushed.
 func (ns *nbdService) Close() error {

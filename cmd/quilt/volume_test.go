@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -315,6 +316,95 @@ func TestCLIVolumeMultiConn(t *testing.T) {
 	copy(want[1000:], data)
 	if !bytes.Equal(got, want) {
 		t.Fatal("after the crash the volume lacks writes of the connection that did not flush")
+	}
+}
+
+// Non-persistent attachments with real processes: each connection to
+// the export NAME+np gets a clone of NAME's flushed contents of its own
+// (no CAN_MULTI_CONN), listed by quilt volume ls with NAME as its origin
+// while connected; what it writes is in it alone, and the clone is gone
+// once the client disconnects, NAME unchanged. A volume that does not
+// exist has no +np export.
+func TestCLIVolumeNonPersistent(t *testing.T) {
+	g := startTestGrid(t, 4)
+	gw := &chaosGateway{g: g, dir: filepath.Join(g.base, "gateway"), addr: "127.0.0.1:0"}
+	gw.start(t)
+	gw.kill()
+	if _, _, err := g.quilt(nil, "volume", "create", "vm", "--size", "8MiB", "--dir", gw.dir); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startVolumeServe(t, g, gw.dir, filepath.Join(g.base, "journals"))
+	base := pattern(4, 5<<20)
+	p, err := dialNBD(addr, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.write(0, base); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.c.Close()
+
+	var ns [2]*nbdClient
+	for i := range ns {
+		if ns[i], err = dialNBD(addr, "vm+np"); err != nil {
+			t.Fatal(err)
+		}
+		if ns[i].flags&(1<<8) != 0 || ns[i].size != 8<<20 {
+			t.Fatalf("non-persistent attachment %d: flags %#x, size %d", i, ns[i].flags, ns[i].size)
+		}
+	}
+	mine := pattern(5, 3<<20)
+	if err := ns[0].write(1<<20, mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns[0].flush(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ns[0].read(0, 5<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte{}, base...)
+	copy(want[1<<20:], mine)
+	if !bytes.Equal(got, want) {
+		t.Fatal("a non-persistent attachment does not read its own writes over its volume's contents")
+	}
+	if got, err = ns[1].read(0, 5<<20); err != nil || !bytes.Equal(got, base) {
+		t.Fatalf("another attachment sees the first one's writes (err %v)", err)
+	}
+	out, _, err := g.quilt(nil, "volume", "ls", "--dir", gw.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(regexp.MustCompile(`(?m)^vm\.np-[0-9a-f]{8} .* vm$`).FindAllString(out, -1)); n != 2 {
+		t.Fatalf("ls shows %d clones of vm while two are attached:\n%s", n, out)
+	}
+	for _, c := range ns {
+		c.c.Close()
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out, _, err = g.quilt(nil, "volume", "ls", "--dir", gw.dir)
+		if err == nil && !strings.Contains(out, ".np-") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the clones outlive their connections (err %v):\n%s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	p, err = dialNBD(addr, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = p.read(0, 5<<20); err != nil || !bytes.Equal(got, base) {
+		t.Fatalf("the volume changed under its non-persistent attachments (err %v)", err)
+	}
+	if c, err := dialNBD(addr, "nope+np"); err == nil {
+		c.c.Close()
+		t.Fatal("opened a non-persistent attachment of no volume")
 	}
 }
 

@@ -432,7 +432,11 @@ func transFlags(d Device) uint16 {
 // transmit serves requests until DISC or a broken connection, and flushes
 // the device when the client leaves.
 func (c *conn) transmit(dev Device) error {
-	defer dev.Close()
+	defer func() {
+		if err := dev.Close(); err != nil {
+			c.s.log.Warn("nbd: close", "err", err)
+		}
+	}()
 	c.c.SetDeadline(time.Time{})
 	ctx := c.s.ctx
 	defer func() {
