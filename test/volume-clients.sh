@@ -5,7 +5,9 @@
 # qemu-io (pattern writes and reads, FUA, flush, write-zeroes, trim), and
 # fio (its nbd engine: random 4 KiB writes, then verified reads), ext4 on
 # nbdfuse and a loop device (mkfs, files, umount, fsck -n, read back), and
-# the volume verbs (create, ls, clone, snapshot, import, export, rm).
+# the volume verbs (create, ls, clone, snapshot, import, export, rm),
+# qcow2 import and export, non-persistent attachments, and TLS with a
+# client certificate per volume.
 # Installs libnbd-bin, qemu-utils, fio, nbdfuse, fuse3 with apt when missing; fails if they
 # cannot be installed: nothing is skipped. Every step is bounded.
 set -euo pipefail
@@ -80,7 +82,8 @@ for _ in $(seq 1 60); do
 	sleep 0.5
 done
 [ -n "$addr" ] || { cat "$work/serve.log"; echo "quilt volume serve did not start"; exit 1; }
-t nbdinfo --list "nbd://$addr" | grep -q 'export="img1"'
+t nbdinfo --list "nbd://$addr" >"$work/list0"
+grep -q 'export="img1"' "$work/list0"
 kill "$spid"; wait "$spid" 2>/dev/null || true
 spid=
 
@@ -165,9 +168,33 @@ if t qemu-io -f raw -c 'write -P 1 0 4k' "$url/vm1@s1" >/dev/null 2>&1; then ech
 q export vm1 "$work/exported"
 cmp "$work/disk" "$work/exported"
 
+say "qcow2: import (file and stdin), export, qemu-img compare; images reading other files refused"
+t qemu-img create -f qcow2 "$work/q.qcow2" 40M >/dev/null
+t qemu-io -f qcow2 -c 'write -P 0x61 1M 3M' -c 'write -P 0x62 30M 5M' -c 'write -z 34M 1M' "$work/q.qcow2" >/dev/null
+q import qc1 "$work/q.qcow2"
+q ls >"$work/ls4"
+grep -q '^qc1 .*40.0 MiB' "$work/ls4" || { cat "$work/ls4"; exit 1; }
+t qemu-img compare -f qcow2 -F raw "$work/q.qcow2" "$url/qc1"
+q export qc1 "$work/out.qcow2" --format qcow2
+t qemu-img info "$work/out.qcow2" >"$work/qinfo"
+grep -q 'file format: qcow2' "$work/qinfo"
+t qemu-img compare -f qcow2 -F qcow2 "$work/q.qcow2" "$work/out.qcow2"
+q import qc2 - <"$work/q.qcow2"
+t qemu-img compare -f qcow2 -F raw "$work/q.qcow2" "$url/qc2"
+# Into an existing volume, over what it held.
+t qemu-io -f raw -c 'write -P 0x99 0 40M' "$url/qc2" >/dev/null
+q import qc2 "$work/q.qcow2" --format qcow2
+t qemu-img compare -f qcow2 -F raw "$work/q.qcow2" "$url/qc2"
+t qemu-img create -f qcow2 -b "$work/q.qcow2" -F qcow2 "$work/over.qcow2" >/dev/null
+if q import qc3 "$work/over.qcow2" 2>"$work/bad.log"; then echo "imported a qcow2 with a backing file"; exit 1; fi
+grep -q 'backing file' "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
+if q import qc3 "$work/img" --format qcow2 2>"$work/bad.log"; then echo "imported a raw image as qcow2"; exit 1; fi
+grep -q 'not a qcow2 image' "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
+
 say "non-persistent attachments (NAME+np): a clone per connection, gone at disconnect"
 t qemu-io -f raw -c 'read -P 0x5a 1M 3M' -c 'write -P 0xee 0 6M' -c flush -c 'read -P 0xee 0 6M' "$url/vm1+np" >/dev/null
-t nbdinfo "$url/vm1+np" | grep -q 'can_multi_conn: false'
+t nbdinfo "$url/vm1+np" >"$work/npinfo"
+grep -q 'can_multi_conn: false' "$work/npinfo"
 t qemu-img compare -f raw -F raw "$work/disk" "$url/vm1"
 # The server deletes the clone once it sees the client gone.
 for _ in $(seq 1 60); do q ls >"$work/ls3"; grep -q '\.np-' "$work/ls3" || break; sleep 0.5; done
@@ -211,7 +238,8 @@ port=${addr##*:}
 tlsopts() { echo "driver=nbd,server.type=inet,server.host=127.0.0.1,server.port=$port,export=$1,tls-creds=tls0"; }
 t qemu-io --object "tls-creds-x509,id=tls0,endpoint=client,dir=$work/c1" --image-opts "$(tlsopts sec1)" \
 	-c 'write -P 0x3c 1M 2M' -c flush -c 'read -P 0x3c 1M 2M' -c 'read -P 0 0 1M' >/dev/null
-t qemu-img info --object "tls-creds-x509,id=tls0,endpoint=client,dir=$work/c1" --image-opts "$(tlsopts sec1)" | grep -q 'virtual size: 16 MiB'
+t qemu-img info --object "tls-creds-x509,id=tls0,endpoint=client,dir=$work/c1" --image-opts "$(tlsopts sec1)" >"$work/qinfo"
+grep -q 'virtual size: 16 MiB' "$work/qinfo"
 # Another volume's certificate is refused (ERR_POLICY), by libnbd and QEMU.
 if LIBNBD_DEBUG=1 t nbdinfo "nbds://$addr/sec1?tls-certificates=$work/c2" >"$work/wrong.log" 2>&1; then echo "opened with another volume's certificate"; exit 1; fi
 grep -q "not one of the volume's" "$work/wrong.log" || { cat "$work/wrong.log"; exit 1; }

@@ -36,7 +36,13 @@ type registryCatalog struct {
 	set string
 }
 
+// Get pulls the registry first: a volume's map or lease another process
+// committed a moment ago (quilt volume import, clone, a lease released)
+// is the one read, not the replica's older copy.
 func (c registryCatalog) Get(ctx context.Context, name string) ([]byte, error) {
+	if err := c.gw.SyncRegistry(ctx); err != nil {
+		return nil, fmt.Errorf("volume records: %w", err)
+	}
 	return c.gw.Record(ctx, c.set, name)
 }
 
@@ -57,8 +63,8 @@ const volumeUsage = `Usage: quilt volume create NAME --size SIZE
        quilt volume clone SRC DST
        quilt volume snapshot NAME SNAP     (makes the read-only volume NAME@SNAP)
        quilt volume rm NAME
-       quilt volume import NAME FILE       (a raw image; the volume is made if missing)
-       quilt volume export NAME FILE       (a raw image; - for stdout)
+       quilt volume import NAME FILE [--format auto|raw|qcow2]  (- for stdin; the volume is made if missing)
+       quilt volume export NAME FILE [--format raw|qcow2]       (- for stdout, raw only)
        quilt volume cert NAME DIR          (a client certificate that opens NAME over TLS, into DIR)
        quilt volume revoke NAME            (no certificate made before opens NAME any more)
        quilt volume serve [--listen ADDR] [--tls on|off|auto]  (every volume as a named NBD export)
@@ -75,6 +81,7 @@ func runVolume(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:10809", "serve: the NBD address (host:port)")
 	state := fs.String("state", "", "serve: the journals' directory (default DIR/volumes)")
 	tlsMode := fs.String("tls", "auto", "serve: "+nbdTLSHelp)
+	format := fs.String("format", "", "import: the image's format, auto (qcow2 by its magic, else raw), raw or qcow2; export: raw (default) or qcow2 (qcow2 needs qemu-img)")
 	if err := parseArgs(fs, args, -1); err != nil {
 		return err
 	}
@@ -126,10 +133,9 @@ func runVolume(ctx context.Context, args []string) error {
 	// Commands other than serve get a journal directory of their own, so
 	// a running server's is left alone (a journal is never read back
 	// after its handle: a volume opens at its committed map).
-	jdir := *state
+	jdir, tmp := *state, ""
 	if verb != "serve" {
-		tmp, err := os.MkdirTemp("", "quilt-volume-")
-		if err != nil {
+		if tmp, err = os.MkdirTemp("", "quilt-volume-"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(tmp)
@@ -180,9 +186,32 @@ func runVolume(ctx context.Context, args []string) error {
 	case "revoke":
 		return volumeRevoke(ctx, gw, fs.Arg(1))
 	case "import":
-		return volumeImport(ctx, m, fs.Arg(1), fs.Arg(2))
+		var f *os.File
+		if fs.Arg(2) == "-" {
+			f, err = spoolStdin(tmp)
+		} else {
+			f, err = os.Open(fs.Arg(2))
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fmtName, err := imageFormat(f, *format)
+		if err != nil {
+			return err
+		}
+		if fmtName == formatQcow2 {
+			return volumeImportQcow2(ctx, m, fs.Arg(1), f, tmp)
+		}
+		return volumeImport(ctx, m, fs.Arg(1), f)
 	case "export":
-		return volumeExport(ctx, m, fs.Arg(1), fs.Arg(2))
+		switch *format {
+		case "", formatRaw:
+			return volumeExport(ctx, m, fs.Arg(1), fs.Arg(2))
+		case formatQcow2:
+			return volumeExportQcow2(ctx, m, fs.Arg(1), fs.Arg(2), tmp)
+		}
+		return fmt.Errorf("--format %q: want raw or qcow2", *format)
 	}
 	auth, err := newNBDAuth(gw, *dir, *listen, *tlsMode)
 	if err != nil {
@@ -207,14 +236,9 @@ func volumeHappy(ctx context.Context, s *session) (int, error) {
 	return max(1, min(alive, 7, codec.DefaultParams().N)), nil
 }
 
-// volumeImport copies a raw image into a volume, making it the image's
-// size (rounded up to a sector) if it does not exist.
-func volumeImport(ctx context.Context, m *volume.Manager, name, file string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// volumeImport copies the raw image in f into a volume, making it the
+// image's size (rounded up to a sector) if it does not exist.
+func volumeImport(ctx context.Context, m *volume.Manager, name string, f *os.File) error {
 	st, err := f.Stat()
 	if err != nil {
 		return err
@@ -232,7 +256,7 @@ func volumeImport(ctx context.Context, m *volume.Manager, name, file string) err
 	}
 	defer v.Close()
 	if st.Size() > v.Size() {
-		return fmt.Errorf("%s is %d bytes, volume %s only %d", file, st.Size(), name, v.Size())
+		return fmt.Errorf("%s is %d bytes, volume %s only %d", f.Name(), st.Size(), name, v.Size())
 	}
 	buf := make([]byte, volume.ExtentSize)
 	for off := int64(0); off < st.Size(); {

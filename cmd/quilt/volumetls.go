@@ -116,15 +116,12 @@ func (a *nbdAuth) check(ctx context.Context, name string, peer nbd.Peer) error {
 	}
 	// The registry is pulled first, so that keys added or revoked by
 	// another process (quilt volume cert, revoke) count at once.
-	recs, err := a.gw.Records(ctx, keySet)
+	if err := a.gw.SyncRegistry(ctx); err != nil {
+		return fmt.Errorf("volume %s: keys: %w", name, err)
+	}
+	k, err := readVolumeKeys(ctx, a.gw, name)
 	if err != nil {
 		return err
-	}
-	var k volumeKeys
-	if raw := recs[name]; raw != nil {
-		if err := json.Unmarshal(raw, &k); err != nil {
-			return fmt.Errorf("volume %s: damaged key record: %v", name, err)
-		}
 	}
 	if !slices.Contains(k.Keys, keyID(peer.TLS.PeerCertificates[0])) {
 		return fmt.Errorf("volume %s: the client certificate is not one of the volume's: %w", name, nbd.ErrForbidden)
