@@ -252,6 +252,61 @@ q revoke sec1
 if t nbdinfo "nbds://$addr/sec1?tls-certificates=$work/c1" >/dev/null 2>&1; then echo "a revoked certificate opened the volume"; exit 1; fi
 q cert sec1 "$work/c1b"
 t qemu-io --object "tls-creds-x509,id=tls0,endpoint=client,dir=$work/c1b" --image-opts "$(tlsopts sec1)" -c 'read -P 0x3c 1M 2M' >/dev/null
+say "the OpenNebula driver of docs/volumes.md (quilt-one): register, clone per VM, attach, detach, delete"
+awk '/^<!-- quilt-one.sh -->$/ {f=1; next} f && /^```sh$/ {g=1; next} g && /^```$/ {exit} g' "$root/docs/volumes.md" >"$work/quilt-one"
+grep -q '^#!/bin/sh' "$work/quilt-one" || { echo "no quilt-one script in docs/volumes.md"; exit 1; }
+chmod +x "$work/quilt-one"
+one() { PATH="$work:$PATH" QUILT_DIR="$gw" timeout 60 "$work/quilt-one" "$@"; }
+# qio URI ARGS: qemu-io on an nbd:// URI, or on an nbds://HOST:PORT/NAME?tls-certificates=DIR
+# one through QEMU's tls-creds-x509 (QEMU takes no nbds:// URI).
+qio() {
+	u=$1
+	shift
+	case "$u" in
+	nbds://*)
+		hp=${u#nbds://}
+		hp=${hp%%/*}
+		name=${u#nbds://*/}
+		name=${name%%\?*}
+		t qemu-io --object "tls-creds-x509,id=tls0,endpoint=client,dir=${u##*tls-certificates=}" --image-opts \
+			"driver=nbd,server.type=inet,server.host=${hp%:*},server.port=${hp##*:},export=$name,tls-creds=tls0" "$@" ;;
+	*) t qemu-io -f raw "$@" "$u" ;;
+	esac
+}
+for nbd in "$url" "nbds://$addr"; do
+	export QUILT_NBD="$nbd"
+	one register golden "$work/disk"
+	[ "$(one clone golden 42 0)" = one-42-0 ]
+	one clone golden 43 0 >/dev/null
+	u42=$(one attach one-42-0 "$work/certs/one-42-0")
+	u43=$(one attach one-43-0 "$work/certs/one-43-0")
+	case "$nbd" in nbds:*) case "$u42" in *tls-certificates=*) ;; *) echo "attach over TLS gave $u42"; exit 1;; esac;; esac
+	# The VMs write their disks; the image and the other VM's disk keep their contents.
+	qio "$u42" -c 'write -P 0x42 0 8M' -c flush >/dev/null
+	t nbdcopy "$u43" "$work/vm43"
+	cmp "$work/disk" "$work/vm43"
+	one save 42 0 golden-42
+	one detach one-42-0 "$work/certs/one-42-0"
+	one detach one-43-0 "$work/certs/one-43-0"
+	case "$nbd" in nbds:*)
+		if t nbdinfo "$u42" >/dev/null 2>&1; then echo "a detached disk still opens"; exit 1; fi
+		[ ! -e "$work/certs/one-42-0" ] || { echo "detach left the certificate"; exit 1; };;
+	esac
+	one delete 42 0
+	one delete 43 0
+	q ls >"$work/ls5"
+	if grep -q '^one-4[23]-0 ' "$work/ls5"; then cat "$work/ls5"; echo "delete left a VM disk"; exit 1; fi
+	ugold=$(one attach golden "$work/certs/golden")
+	ug42=$(one attach golden-42 "$work/certs/g42")
+	t nbdcopy "$ugold" "$work/gold.back"
+	cmp "$work/disk" "$work/gold.back"
+	qio "$ug42" -c 'read -P 0x42 0 8M' -c 'read -P 0x77 40M 1M' >/dev/null
+	one detach golden "$work/certs/golden"
+	one detach golden-42 "$work/certs/g42"
+	one unregister golden-42
+	one unregister golden
+	if PATH="$work:$PATH" "$work/quilt-one" bogus 2>/dev/null; then echo "quilt-one took a bogus verb"; exit 1; fi
+done
 kill "$spid"; wait "$spid" 2>/dev/null || true
 spid=
 
