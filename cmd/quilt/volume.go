@@ -348,10 +348,10 @@ func (ns *nbdService) url() string {
 func listenNBD(m *volume.Manager, addr string, auth *nbdAuth) (*nbdService, error) {
 	cfg := nbd.Config{
 		Exports: func(ctx context.Context, peer nbd.Peer) ([]string, error) {
-			ls, err := m.List(ctx)
+			ls, err := m.List(ctx) // pulls the registry
 			names := make([]string, 0, len(ls))
 			for _, in := range ls {
-				if auth == nil || auth.check(ctx, in.Name, peer) == nil {
+				if auth == nil || auth.allowed(ctx, in.Name, peer) == nil {
 					names = append(names, in.Name)
 				}
 			}

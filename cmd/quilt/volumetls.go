@@ -111,13 +111,18 @@ func readVolumeKeys(ctx context.Context, gw *gateway.Gateway, name string) (volu
 // a certificate whose key is one of the volume's. The certificate's
 // signature over the handshake proves the client holds the key.
 func (a *nbdAuth) check(ctx context.Context, name string, peer nbd.Peer) error {
-	if peer.TLS == nil || len(peer.TLS.PeerCertificates) == 0 {
-		return fmt.Errorf("volume %s: no client certificate (make one with quilt volume cert): %w", name, nbd.ErrForbidden)
-	}
 	// The registry is pulled first, so that keys added or revoked by
 	// another process (quilt volume cert, revoke) count at once.
 	if err := a.gw.SyncRegistry(ctx); err != nil {
 		return fmt.Errorf("volume %s: keys: %w", name, err)
+	}
+	return a.allowed(ctx, name, peer)
+}
+
+// allowed is check on the registry as this gateway holds it now.
+func (a *nbdAuth) allowed(ctx context.Context, name string, peer nbd.Peer) error {
+	if peer.TLS == nil || len(peer.TLS.PeerCertificates) == 0 {
+		return fmt.Errorf("volume %s: no client certificate (make one with quilt volume cert): %w", name, nbd.ErrForbidden)
 	}
 	k, err := readVolumeKeys(ctx, a.gw, name)
 	if err != nil {
