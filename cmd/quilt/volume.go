@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -217,7 +218,7 @@ func runVolume(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return volumeServe(ctx, m, *listen, auth)
+	return volumeServe(ctx, m, *listen, auth, npClones{gw, cfg.LeaseOwner})
 }
 
 // volumeHappy is how many distinct nodes an extent must reach: as many as
@@ -312,8 +313,8 @@ func volumeExport(ctx context.Context, m *volume.Manager, name, file string) err
 }
 
 // volumeServe serves every volume as a named NBD export until interrupted.
-func volumeServe(ctx context.Context, m *volume.Manager, addr string, auth *nbdAuth) error {
-	ns, err := listenNBD(m, addr, auth)
+func volumeServe(ctx context.Context, m *volume.Manager, addr string, auth *nbdAuth, np npClones) error {
+	ns, err := listenNBD(ctx, m, addr, auth, np)
 	if err != nil {
 		return fmt.Errorf("volume serve: %w", err)
 	}
@@ -345,7 +346,8 @@ func (ns *nbdService) url() string {
 
 // listenNBD starts serving m's volumes on addr; with auth, over TLS only
 // and each volume to the certificates of its keys.
-func listenNBD(m *volume.Manager, addr string, auth *nbdAuth) (*nbdService, error) {
+func listenNBD(ctx context.Context, m *volume.Manager, addr string, auth *nbdAuth, np npClones) (*nbdService, error) {
+	np.removeStale(ctx, m)
 	cfg := nbd.Config{
 		Exports: func(ctx context.Context, peer nbd.Peer) ([]string, error) {
 			ls, err := m.List(ctx) // pulls the registry
@@ -358,14 +360,14 @@ func listenNBD(m *volume.Manager, addr string, auth *nbdAuth) (*nbdService, erro
 			return names, err
 		},
 		Open: func(ctx context.Context, name string, peer nbd.Peer) (nbd.Device, error) {
-			base, np := strings.CutSuffix(name, nonPersistentSuffix)
+			base, ephemeral := strings.CutSuffix(name, nonPersistentSuffix)
 			if auth != nil {
 				if err := auth.check(ctx, base, peer); err != nil {
 					return nil, err
 				}
 			}
-			if np {
-				return openNonPersistent(ctx, m, base)
+			if ephemeral {
+				return openNonPersistent(ctx, m, np, base)
 			}
 			v, err := m.Open(ctx, name)
 			if err != nil {
@@ -407,25 +409,67 @@ const nonPersistentSuffix = "+np"
 // between connections: each connection to NAME+np has a clone of its own.
 type nonPersistent struct {
 	*volume.Volume
-	m *volume.Manager
+	m  *volume.Manager
+	np npClones
 }
 
-// openNonPersistent clones base as NAME.np-RANDOM and opens the clone.
-func openNonPersistent(ctx context.Context, m *volume.Manager, base string) (nbd.Device, error) {
+// npSet is the gateway registry's record set of the non-persistent
+// clones being served: one record per clone, naming the server (its lease
+// owner: host and journals' directory) that made it.
+const npSet = "volume-np"
+
+// npClones records a server's non-persistent clones, so that a server
+// restarted on the same state directory deletes those its crashed
+// predecessor left.
+type npClones struct {
+	gw    *gateway.Gateway
+	owner string
+}
+
+// removeStale deletes the non-persistent clones made by a server of this
+// owner: one that is gone, since the owner's state directory is locked by
+// the caller. Failures are logged; the clones stay listed for quilt
+// volume rm.
+func (np npClones) removeStale(ctx context.Context, m *volume.Manager) {
+	recs, err := np.gw.Records(ctx, npSet)
+	if err != nil {
+		slog.Warn("volume: non-persistent clones of a previous server", "err", err)
+		return
+	}
+	for name, owner := range recs {
+		if string(owner) != np.owner {
+			continue
+		}
+		if err := m.Remove(ctx, name); err != nil && !errors.Is(err, volume.ErrNotFound) {
+			slog.Warn("volume: non-persistent clone of a previous server", "name", name, "err", err)
+			continue
+		}
+		np.gw.DeleteRecord(ctx, npSet, name)
+	}
+}
+
+// openNonPersistent clones base as NAME.np-RANDOM, records the clone as
+// this server's, and opens it.
+func openNonPersistent(ctx context.Context, m *volume.Manager, np npClones, base string) (nbd.Device, error) {
 	var r [4]byte
 	if _, err := rand.Read(r[:]); err != nil {
 		return nil, err
 	}
 	name := fmt.Sprintf("%s.np-%x", base, r)
+	if err := np.gw.PutRecord(ctx, npSet, name, []byte(np.owner)); err != nil {
+		return nil, err
+	}
 	if err := m.Clone(ctx, base, name, false); err != nil {
+		np.gw.DeleteRecord(ctx, npSet, name)
 		return nil, err
 	}
 	v, err := m.Open(ctx, name)
 	if err != nil {
 		m.Remove(ctx, name)
+		np.gw.DeleteRecord(ctx, npSet, name)
 		return nil, err
 	}
-	return nonPersistent{v, m}, nil
+	return nonPersistent{v, m, np}, nil
 }
 
 // Flush returns at once: what the clone holds is dropped at Close.
@@ -442,7 +486,7 @@ func (n nonPersistent) Close() error {
 	if err := n.m.Remove(ctx, name); err != nil {
 		return fmt.Errorf("non-persistent clone %s: %w", name, err)
 	}
-	return nil
+	return n.np.gw.DeleteRecord(ctx, npSet, name)
 }
 
 // Close stops serving; connected clients' writes are flushed.
@@ -476,7 +520,7 @@ func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr,
 		release()
 		return nil, err
 	}
-	ns, err := listenNBD(m, addr, auth)
+	ns, err := listenNBD(ctx, m, addr, auth, npClones{gw, leaseOwner(state)})
 	if err != nil {
 		release()
 		return nil, err

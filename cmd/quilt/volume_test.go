@@ -333,7 +333,8 @@ func TestCLIVolumeNonPersistent(t *testing.T) {
 	if _, _, err := g.quilt(nil, "volume", "create", "vm", "--size", "8MiB", "--dir", gw.dir); err != nil {
 		t.Fatal(err)
 	}
-	_, addr := startVolumeServe(t, g, gw.dir, filepath.Join(g.base, "journals"))
+	state := filepath.Join(g.base, "journals")
+	serve, addr := startVolumeServe(t, g, gw.dir, state)
 	base := pattern(4, 5<<20)
 	p, err := dialNBD(addr, "vm")
 	if err != nil {
@@ -405,6 +406,24 @@ func TestCLIVolumeNonPersistent(t *testing.T) {
 	if c, err := dialNBD(addr, "nope+np"); err == nil {
 		c.c.Close()
 		t.Fatal("opened a non-persistent attachment of no volume")
+	}
+
+	// A server killed with a clone attached leaves it; the server
+	// restarted on its state directory deletes it.
+	p.c.Close()
+	c, err := dialNBD(addr, "vm+np")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve.Process.Signal(syscall.SIGKILL)
+	serve.Wait()
+	c.c.Close()
+	if out, _, err = g.quilt(nil, "volume", "ls", "--dir", gw.dir); err != nil || !strings.Contains(out, "vm.np-") {
+		t.Fatalf("no clone left by the killed server (err %v):\n%s", err, out)
+	}
+	startVolumeServe(t, g, gw.dir, state)
+	if out, _, err = g.quilt(nil, "volume", "ls", "--dir", gw.dir); err != nil || strings.Contains(out, ".np-") {
+		t.Fatalf("the restarted server left its predecessor's clone (err %v):\n%s", err, out)
 	}
 }
 
