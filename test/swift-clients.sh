@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Real Swift clients against `quilt up` (10 nodes and the gateway, on
 # 127.0.0.1): the swift CLI with TempAuth v1.0 and with Keystone v3 and a
-# region, segmented uploads (DLO and SLO), the swiftclient library, an
-# object crossing between Swift and S3 (boto3), and a short swift-bench
-# run. Installs what it needs, pinned, in a venv under ~/.cache. Fails if
+# region, segmented uploads (DLO and SLO), bulk delete, the swiftclient
+# library, an object crossing between Swift and S3 (boto3), and a short
+# swift-bench run. Installs what it needs, pinned, in a venv under ~/.cache. Fails if
 # a client cannot be installed: nothing is skipped.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -105,6 +105,16 @@ test "$(wc -l <<<"$out")" = 6
 v3 delete v3c slo dlo >/dev/null
 out=$(v3 list v3c-segments)
 test -z "$out"
+
+say "bulk delete: swift delete of many objects sends ?bulk-delete (/info lists bulk_delete)"
+mkdir many
+for i in $(seq 1 25); do echo "object $i" >"many/f$i"; done
+v3 upload bulkc many >/dev/null
+out=$(v3 list bulkc)
+test "$(wc -l <<<"$out")" = 25
+v3 --debug delete bulkc >delete.log 2>&1 || { cat delete.log; exit 1; }
+grep -q 'bulk-delete' delete.log || { cat delete.log; echo "swift delete did not use bulk delete"; exit 1; }
+fails v3 stat bulkc
 
 say "Swift and S3: one object, two protocols"
 v3 upload --object-name from-swift v3c mid >/dev/null

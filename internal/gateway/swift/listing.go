@@ -650,17 +650,9 @@ func (s *Server) postContainer(q *request) {
 }
 
 func (s *Server) deleteContainer(q *request) {
-	if _, err := s.bucketInfo(q, q.container); err != nil {
+	if err := s.removeContainer(q, q.container); err != nil {
 		q.fail(err)
 		return
 	}
-	if !s.allowed(q, q.container, gateway.Owner) {
-		return
-	}
-	if err := s.gw.DeleteBucket(q.r.Context(), q.container); err != nil {
-		q.fail(err)
-		return
-	}
-	s.gw.DeleteRecord(q.r.Context(), setContainers, q.container)
 	q.empty(204)
 }

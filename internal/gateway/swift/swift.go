@@ -289,11 +289,17 @@ func (s *Server) route(q *request) {
 			s.headAccount(q)
 		case "POST":
 			if q.r.URL.Query().Has("bulk-delete") {
-				q.fail(notImplemented("bulk delete"))
+				s.bulkDelete(q)
 				return
 			}
 			s.postAccount(q)
-		case "PUT", "DELETE":
+		case "DELETE":
+			if q.r.URL.Query().Has("bulk-delete") {
+				s.bulkDelete(q)
+				return
+			}
+			fallthrough
+		case "PUT":
 			q.fail(serr(405, "Method Not Allowed: accounts are made with projects (quilt swift project add)."))
 		default:
 			q.fail(serr(405, "Method Not Allowed"))
@@ -389,6 +395,7 @@ func (s *Server) info(q *request) {
 			"allow_async_delete":    false,
 		},
 		"dlo":          map[string]any{"max_segments": ListingLimit},
+		"bulk_delete":  map[string]any{"max_deletes_per_request": MaxBulkDeletes, "max_failed_deletes": MaxBulkFailures},
 		"tempauth":     map[string]any{"account_acls": false},
 		"keystoneauth": map[string]any{},
 		"healthcheck":  map[string]any{},
