@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Real Swift clients against `quilt up` (10 nodes and the gateway, on
 # 127.0.0.1): the swift CLI with TempAuth v1.0 and with Keystone v3 and a
-# region, segmented uploads (DLO and SLO), bulk delete, the swiftclient
-# library, an object crossing between Swift and S3 (boto3), and a short
+# region, segmented uploads (DLO and SLO), bulk delete, an expiring
+# object, the swiftclient library, an object crossing between Swift and S3 (boto3), and a short
 # swift-bench run. Installs what it needs, pinned, in a venv under ~/.cache. Fails if
 # a client cannot be installed: nothing is skipped.
 set -euo pipefail
@@ -115,6 +115,17 @@ test "$(wc -l <<<"$out")" = 25
 v3 --debug delete bulkc >delete.log 2>&1 || { cat delete.log; exit 1; }
 grep -q 'bulk-delete' delete.log || { cat delete.log; echo "swift delete did not use bulk delete"; exit 1; }
 fails v3 stat bulkc
+
+say "expiring objects: X-Delete-After"
+# Long enough for the stat to come first on a busy machine; then the
+# object is 404 from its time on.
+v3 upload -H "X-Delete-After: 15" --object-name shortlived v3c small >/dev/null
+out=$(v3 stat v3c shortlived)
+at=$(sed -n 's/.*X-Delete-At: \([0-9]*\).*/\1/p' <<<"$out")
+[ -n "$at" ] || { echo "$out"; echo "no X-Delete-At"; exit 1; }
+while [ "$(date +%s)" -le "$at" ]; do sleep 1; done
+fails v3 stat v3c shortlived
+fails v3 download v3c shortlived -o shortlived
 
 say "Swift and S3: one object, two protocols"
 v3 upload --object-name from-swift v3c mid >/dev/null

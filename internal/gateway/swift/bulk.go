@@ -216,7 +216,7 @@ func (s *Server) removeObject(q *request, container, object string) error {
 		return err
 	}
 	ctx := q.r.Context()
-	if _, err := s.gw.Head(ctx, container, object); err != nil {
+	if _, _, err := s.lookup(ctx, container, object); err != nil {
 		return err
 	}
 	return s.gw.Delete(ctx, container, object)

@@ -42,8 +42,6 @@ func TestContainersAndObjects(t *testing.T) {
 	want(t, "PUT with a wrong ETag", resp, body, 422)
 	resp, body = c.do(t, "PUT", "/nope/x", data)
 	want(t, "PUT into a missing container", resp, body, 404)
-	resp, body = c.do(t, "PUT", "/photos/x", data, "X-Delete-After", "60")
-	want(t, "X-Delete-After", resp, body, 501)
 
 	resp, body = c.do(t, "GET", "/photos/a/b.txt", nil)
 	want(t, "GET", resp, body, 200)

@@ -56,6 +56,9 @@ type Options struct {
 	// IdleTimeout is how long HTTPServer keeps an idle keep-alive
 	// connection open; default 120 s.
 	IdleTimeout time.Duration
+	// Now is the clock of expiring objects (X-Delete-At); default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Server is the Swift API of a gateway.
