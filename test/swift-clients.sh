@@ -2,9 +2,10 @@
 # Real Swift clients against `quilt up` (10 nodes and the gateway, on
 # 127.0.0.1): the swift CLI with TempAuth v1.0 and with Keystone v3 and a
 # region, segmented uploads (DLO and SLO), bulk delete, an expiring
-# object, the swiftclient library, an object crossing between Swift and S3 (boto3), and a short
-# swift-bench run. Installs what it needs, pinned, in a venv under ~/.cache. Fails if
-# a client cannot be installed: nothing is skipped.
+# object, an object crossing between Swift and S3 (boto3), temporary
+# URLs, the swiftclient library (and a bulk upload), and a short
+# swift-bench run. Installs what it needs, pinned, in a venv under
+# ~/.cache. Fails if a client cannot be installed: nothing is skipped.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -146,6 +147,33 @@ test "$(cat from-s3)" = "written by boto3"
 out=$(v3 stat v3c from-s3)
 grep -q 'Meta Tool: boto3' <<<"$out"
 
+say "temporary URLs: swift tempurl"
+v3 post -m "Temp-URL-Key:tempsecret"
+acct=$(v3 stat | sed -n 's/^ *Account: //p')
+get=$(v3 tempurl GET 60 "/v1/$acct/v3c/from-s3" tempsecret)
+put=$(v3 tempurl --digest sha256 PUT 60 "/v1/$acct/v3c/via-tempurl" tempsecret)
+pre=$(v3 tempurl --prefix-based --digest sha512 GET 60 "/v1/$acct/v3c/from-" tempsecret)
+"$py" - "$base" "$get" "$put" "$pre" <<'PY'
+import sys, urllib.request, urllib.error
+base, get, put, pre = sys.argv[1:]
+r = urllib.request.urlopen(base + get)
+assert r.read() == b"written by boto3", "tempurl GET"
+assert r.headers["Content-Disposition"].startswith('attachment; filename="from-s3"'), r.headers
+assert r.headers.get("X-Object-Meta-Tool") is None, "private metadata shown to a temporary URL"
+req = urllib.request.Request(base + put, data=b"put through a temporary URL", method="PUT")
+assert urllib.request.urlopen(req).status == 201
+assert urllib.request.urlopen(base + pre.replace("/from-?", "/from-swift?", 1)).status == 200, "prefix-based tempurl"
+for url, method in ((base + get, "PUT"), (base + get.replace("from-s3", "mid"), "GET"), (base + put.split("?")[0], "GET")):
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, data=b"x" if method == "PUT" else None, method=method))
+        raise SystemExit(f"{method} {url} should have been refused")
+    except urllib.error.HTTPError as e:
+        assert e.code == 401, (url, e.code)
+print("tempurl: ok")
+PY
+out=$(v3 download v3c via-tempurl -o -)
+test "$out" = "put through a temporary URL"
+
 say "swiftclient library"
 "$py" - <<'PY'
 import os
@@ -170,6 +198,27 @@ except ClientException as e:
     assert e.http_status == 404, e
 conn.delete_object("lib", "a/b.txt")
 conn.delete_container("lib")
+
+# Bulk upload: a tar.gz expanded under a container's prefix (Swift's
+# extract-archive; the answer is 200, its outcome in the body).
+import io, tarfile
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    for name, data in (("docs/a.txt", b"alpha"), ("docs/b.txt", b"beta")):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+conn.put_container("unpacked")
+resp = {}
+conn.put_object("unpacked", "pre", buf.getvalue(), query_string="extract-archive=tar.gz",
+                headers={"Accept": "application/json"}, response_dict=resp)
+assert resp["status"] == 200, resp
+_, objs = conn.get_container("unpacked")
+assert [o["name"] for o in objs] == ["pre/docs/a.txt", "pre/docs/b.txt"], objs
+assert conn.get_object("unpacked", "pre/docs/b.txt")[1] == b"beta"
+for o in objs:
+    conn.delete_object("unpacked", o["name"])
+conn.delete_container("unpacked")
 print("swiftclient library: ok")
 PY
 

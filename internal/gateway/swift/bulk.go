@@ -2,6 +2,7 @@ package swift
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +28,8 @@ const (
 // that failed in the body (plain text, JSON or XML as the request asks).
 type bulkResult struct {
 	counts map[string]int // "Number Deleted", "Number Files Created", …
-	status string         // "Response Status": "200 OK", "400 Bad Request", …
+	status string         // "Response Status": "400 Bad Request", …; if empty, ok or the failures'
+	ok     string         // the status when nothing failed: "200 OK" if empty
 	body   string         // "Response Body"
 	errors [][2]string    // quoted name, its status
 	server bool           // a failure was the server's (502 rather than 400)
@@ -61,7 +63,7 @@ func statusText(e *swiftError) string {
 // bulkAnswer writes the result.
 func (q *request) bulkAnswer(b *bulkResult) {
 	if b.status == "" {
-		b.status = "200 OK"
+		b.status = cmp.Or(b.ok, "200 OK")
 		if len(b.errors) > 0 {
 			b.status = bulkFailedStatusBad
 			if b.server {
@@ -116,17 +118,21 @@ func (q *request) bulkAnswer(b *bulkResult) {
 // bulkDelete serves POST (or DELETE) /v1/ACCOUNT?bulk-delete: the body is
 // a list of URL-encoded /CONTAINER/OBJECT or /CONTAINER names, one a line;
 // each is deleted as its own DELETE would (a container must be empty).
-// Names not there count as not found.
+// Names not there count as not found. As in Swift, a body that is not
+// text (406) or has no length (411) is answered 200 too, with the status
+// in the body.
 func (s *Server) bulkDelete(q *request) {
+	res := &bulkResult{counts: map[string]int{"Number Deleted": 0, "Number Not Found": 0}}
 	if ct := q.r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "text/plain") {
-		q.fail(serr(406, "Not Acceptable: a bulk delete's body is text/plain, one name a line."))
+		res.status = "406 Not Acceptable"
+		q.bulkAnswer(res)
 		return
 	}
 	if q.r.ContentLength < 0 && !chunked(q.r) {
-		q.fail(serr(411, "Length Required: Content-Length or chunked Transfer-Encoding"))
+		res.status = "411 Length Required"
+		q.bulkAnswer(res)
 		return
 	}
-	res := &bulkResult{counts: map[string]int{"Number Deleted": 0, "Number Not Found": 0}}
 	names, err := readBulkNames(q.r.Body)
 	if err != nil {
 		var se *swiftError

@@ -546,7 +546,6 @@ func listEntry(info gateway.ObjectInfo) objectEntry {
 }
 
 func (s *Server) putContainer(q *request) {
-	ctx := q.r.Context()
 	h := q.r.Header
 	for _, unsupported := range []string{"X-Container-Read", "X-Container-Write", "X-Versions-Location", "X-History-Location", "X-Container-Sync-To"} {
 		if h.Get(unsupported) != "" {
@@ -559,34 +558,16 @@ func (s *Server) putContainer(q *request) {
 		q.fail(err)
 		return
 	}
-	status := 201
-	err = s.gw.CreateBucket(ctx, q.container, q.key.ID)
-	switch {
-	case errors.Is(err, gateway.ErrBucketExists):
-		if !q.key.Allowed(q.container, gateway.Write) {
-			q.fail(serr(403, "Forbidden: the container name is taken by another project (containers are S3 buckets, one namespace for all)."))
-			return
-		}
-		status = 202
-	case err != nil:
+	created, err := s.makeContainer(q, q.container)
+	if err != nil {
 		q.fail(err)
 		return
-	case !q.key.Admin:
-		k, err := s.gw.Key(ctx, q.key.ID)
-		if err != nil {
-			q.fail(err)
-			return
-		}
-		if k.Buckets == nil {
-			k.Buckets = map[string]gateway.Perm{}
-		}
-		k.Buckets[q.container] = gateway.Owner
-		if err := s.gw.PutKey(ctx, k); err != nil {
-			q.fail(err)
-			return
-		}
 	}
-	if len(meta) > 0 || status == 201 {
+	status := 202
+	if created {
+		status = 201
+	}
+	if len(meta) > 0 {
 		b, err := s.bucketInfo(q, q.container)
 		if err != nil {
 			q.fail(err)
@@ -596,9 +577,6 @@ func (s *Server) putContainer(q *request) {
 		if err != nil {
 			q.fail(err)
 			return
-		}
-		if status == 201 {
-			rec.Meta = nil
 		}
 		if rec.Meta, err = metaUpdate(h, "container", rec.Meta); err != nil {
 			q.fail(err)
@@ -610,6 +588,42 @@ func (s *Server) putContainer(q *request) {
 		}
 	}
 	q.empty(status)
+}
+
+// makeContainer makes a container (a bucket owned by the project's key)
+// unless it exists and the key may write to it; it reports whether it
+// made it. A new container starts with no metadata.
+func (s *Server) makeContainer(q *request, name string) (bool, error) {
+	ctx := q.r.Context()
+	err := s.gw.CreateBucket(ctx, name, q.key.ID)
+	switch {
+	case errors.Is(err, gateway.ErrBucketExists):
+		if !q.key.Allowed(name, gateway.Write) {
+			return false, serr(403, "Forbidden: the container name is taken by another project (containers are S3 buckets, one namespace for all).")
+		}
+		return false, nil
+	case err != nil:
+		return false, err
+	case !q.key.Admin:
+		k, err := s.gw.Key(ctx, q.key.ID)
+		if err != nil {
+			return false, err
+		}
+		if k.Buckets == nil {
+			k.Buckets = map[string]gateway.Perm{}
+		}
+		k.Buckets[name] = gateway.Owner
+		if err := s.gw.PutKey(ctx, k); err != nil {
+			return false, err
+		}
+		q.key = k
+	}
+	b, err := s.bucketInfo(q, name)
+	if err != nil {
+		return true, err
+	}
+	rec, _ := json.Marshal(containerRecord{Created: b.Created})
+	return true, s.gw.PutRecord(ctx, setContainers, name, rec)
 }
 
 func (s *Server) putContainerMeta(q *request, rec containerRecord) error {

@@ -346,12 +346,12 @@ func TestInfoAndHealth(t *testing.T) {
 	if err := json.Unmarshal(body, &info); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/info: %s %v", resp.Status, err)
 	}
-	for _, k := range []string{"swift", "slo", "dlo", "tempauth", "bulk_delete"} {
+	for _, k := range []string{"swift", "slo", "dlo", "tempauth", "bulk_delete", "bulk_upload", "tempurl"} {
 		if info[k] == nil {
 			t.Errorf("/info lacks %s", k)
 		}
 	}
-	for _, k := range []string{"bulk_upload", "tempurl", "versioned_writes", "formpost", "symlink"} {
+	for _, k := range []string{"versioned_writes", "formpost", "symlink"} {
 		if info[k] != nil {
 			t.Errorf("/info announces %s", k)
 		}
@@ -361,8 +361,8 @@ func TestInfoAndHealth(t *testing.T) {
 		t.Fatalf("/healthcheck: %s %q", resp.Status, body)
 	}
 	c := e.client(t)
-	resp, body = c.do(t, "PUT", "/x?extract-archive=tar", nil)
-	want(t, "extract-archive", resp, body, 501)
+	resp, body = c.do(t, "POST", "/nope", nil, "X-Container-Sync-To", "//elsewhere")
+	want(t, "container sync", resp, body, 501)
 	if resp.Header.Get("X-Trans-Id") == "" {
 		t.Error("no X-Trans-Id")
 	}

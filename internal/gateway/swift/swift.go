@@ -236,7 +236,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.fail(errNotFound)
 		return
 	}
-	if !s.authorize(q) {
+	if isTempURL(r) {
+		if !s.authorizeTempURL(q) {
+			return
+		}
+	} else if !s.authorize(q) {
 		return
 	}
 	s.route(q)
@@ -283,6 +287,10 @@ func (s *Server) authorize(q *request) bool {
 // route dispatches a storage request by its path and method.
 func (s *Server) route(q *request) {
 	m := q.r.Method
+	if q.r.URL.Query().Has("extract-archive") {
+		s.extractArchive(q)
+		return
+	}
 	switch {
 	case q.container == "":
 		switch m {
@@ -308,10 +316,6 @@ func (s *Server) route(q *request) {
 			q.fail(serr(405, "Method Not Allowed"))
 		}
 	case q.object == "":
-		if q.r.URL.Query().Has("extract-archive") {
-			q.fail(notImplemented("extract-archive (bulk upload)"))
-			return
-		}
 		switch m {
 		case "GET":
 			s.listContainer(q)
@@ -397,8 +401,17 @@ func (s *Server) info(q *request) {
 			"yield_frequency":       10,
 			"allow_async_delete":    false,
 		},
-		"dlo":          map[string]any{"max_segments": ListingLimit},
-		"bulk_delete":  map[string]any{"max_deletes_per_request": MaxBulkDeletes, "max_failed_deletes": MaxBulkFailures},
+		"dlo":         map[string]any{"max_segments": ListingLimit},
+		"bulk_delete": map[string]any{"max_deletes_per_request": MaxBulkDeletes, "max_failed_deletes": MaxBulkFailures},
+		"bulk_upload": map[string]any{"max_containers_per_extraction": MaxBulkContainers, "max_failed_extractions": MaxBulkFailures},
+		"tempurl": map[string]any{
+			"methods":                 tempURLMethods,
+			"allowed_digests":         []string{"sha1", "sha256", "sha512"},
+			"incoming_remove_headers": []string{"x-timestamp"},
+			"incoming_allow_headers":  []string{},
+			"outgoing_remove_headers": []string{"x-object-meta-*"},
+			"outgoing_allow_headers":  []string{"x-object-meta-public-*"},
+		},
 		"tempauth":     map[string]any{"account_acls": false},
 		"keystoneauth": map[string]any{},
 		"healthcheck":  map[string]any{},
