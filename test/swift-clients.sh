@@ -3,7 +3,8 @@
 # 127.0.0.1): the swift CLI with TempAuth v1.0 and with Keystone v3 and a
 # region, segmented uploads (DLO and SLO), bulk delete, an expiring
 # object, an object crossing between Swift and S3 (boto3), temporary
-# URLs, the swiftclient library (and a bulk upload), and a short
+# URLs, container ACLs (a second project, public read), the swiftclient
+# library (and a bulk upload), and a short
 # swift-bench run. Installs what it needs, pinned, in a venv under
 # ~/.cache. Fails if a client cannot be installed: nothing is skipped.
 set -euo pipefail
@@ -173,6 +174,38 @@ print("tempurl: ok")
 PY
 out=$(v3 download v3c via-tempurl -o -)
 test "$out" = "put through a temporary URL"
+
+say "container ACLs: swift post -r/-w, a second project, public read"
+QUILT_HOME="$work/home" "$work/quilt" swift project add team >/dev/null
+QUILT_HOME="$work/home" "$work/quilt" swift user add team:bob --password bobs-password >/dev/null
+bob() { env -u OS_AUTH_URL -u OS_USERNAME -u OS_PASSWORD -u OS_PROJECT_NAME -u OS_IDENTITY_API_VERSION \
+	"$swift" -V 1.0 -A "$ST_AUTH" -U team:bob -K bobs-password "$@"; }
+v3 upload --object-name doc aclc small >/dev/null
+fails bob download aclc doc -o -
+v3 post -r 'team:*' aclc
+out=$(v3 stat aclc)
+grep -q 'Read ACL: team:\*' <<<"$out" || { echo "$out"; exit 1; }
+out=$(bob download aclc doc -o -)
+test "$out" = "$(cat small)"
+fails bob upload --object-name bobs aclc small
+v3 post -w 'team' aclc
+bob upload --object-name bobs aclc small >/dev/null
+# The grant is the S3 one: bob's project's access key may now write.
+QUILT_HOME="$work/home" "$work/quilt" key list | grep -q 'aclc=write' || { QUILT_HOME="$work/home" "$work/quilt" key list; exit 1; }
+v3 post -r '.r:*,.rlistings' aclc
+storage=$(v3 stat -v | sed -n 's/^ *StorageURL: //p')
+"$py" - "$storage/aclc" <<'PY'
+import sys, urllib.request, urllib.error
+base = sys.argv[1]
+assert urllib.request.urlopen(base + "/doc").read() == b"small object\n", "public read"
+assert set(urllib.request.urlopen(base).read().decode().split()) == {"bobs", "doc"}, "public listing"
+try:
+    urllib.request.urlopen(urllib.request.Request(base + "/doc", data=b"x", method="PUT"))
+    raise SystemExit("anonymous PUT accepted")
+except urllib.error.HTTPError as e:
+    assert e.code == 401, e.code
+print("public read: ok")
+PY
 
 say "swiftclient library"
 "$py" - <<'PY'

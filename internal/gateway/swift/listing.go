@@ -25,6 +25,10 @@ const setContainers = "swift-containers"
 type containerRecord struct {
 	Created time.Time         `json:"created"`
 	Meta    map[string]string `json:"meta,omitempty"`
+	// Referrers and Listings are X-Container-Read's .r: elements and
+	// .rlistings (acl.go); its projects are grants of their keys.
+	Referrers []string `json:"referrers,omitempty"`
+	Listings  bool     `json:"rlistings,omitempty"`
 }
 
 // lastModified is Swift's listing time format.
@@ -436,6 +440,10 @@ func (s *Server) containerHeaders(q *request) (gateway.BucketInfo, bool) {
 	h.Set("X-Timestamp", timestamp(b.Created))
 	h.Set("X-Storage-Policy", "grid")
 	setMeta(h, "Container", rec.Meta)
+	if err := s.aclOut(q, q.container, rec); err != nil {
+		q.fail(err)
+		return b, false
+	}
 	return b, true
 }
 
@@ -547,7 +555,7 @@ func listEntry(info gateway.ObjectInfo) objectEntry {
 
 func (s *Server) putContainer(q *request) {
 	h := q.r.Header
-	for _, unsupported := range []string{"X-Container-Read", "X-Container-Write", "X-Versions-Location", "X-History-Location", "X-Container-Sync-To"} {
+	for _, unsupported := range []string{"X-Versions-Location", "X-History-Location", "X-Container-Sync-To"} {
 		if h.Get(unsupported) != "" {
 			q.fail(notImplemented(unsupported))
 			return
@@ -567,7 +575,7 @@ func (s *Server) putContainer(q *request) {
 	if created {
 		status = 201
 	}
-	if len(meta) > 0 {
+	if len(meta) > 0 || hasACL(h) {
 		b, err := s.bucketInfo(q, q.container)
 		if err != nil {
 			q.fail(err)
@@ -581,6 +589,12 @@ func (s *Server) putContainer(q *request) {
 		if rec.Meta, err = metaUpdate(h, "container", rec.Meta); err != nil {
 			q.fail(err)
 			return
+		}
+		if hasACL(h) {
+			if err := s.setACL(q, q.container, &rec); err != nil {
+				q.fail(err)
+				return
+			}
 		}
 		if err := s.putContainerMeta(q, rec); err != nil {
 			q.fail(err)
@@ -633,7 +647,7 @@ func (s *Server) putContainerMeta(q *request, rec containerRecord) error {
 
 func (s *Server) postContainer(q *request) {
 	h := q.r.Header
-	for _, unsupported := range []string{"X-Container-Read", "X-Container-Write", "X-Versions-Location", "X-History-Location", "X-Container-Sync-To"} {
+	for _, unsupported := range []string{"X-Versions-Location", "X-History-Location", "X-Container-Sync-To"} {
 		if h.Get(unsupported) != "" {
 			q.fail(notImplemented(unsupported))
 			return
@@ -655,6 +669,12 @@ func (s *Server) postContainer(q *request) {
 	if rec.Meta, err = metaUpdate(h, "container", rec.Meta); err != nil {
 		q.fail(err)
 		return
+	}
+	if hasACL(h) {
+		if err := s.setACL(q, q.container, &rec); err != nil {
+			q.fail(err)
+			return
+		}
 	}
 	if err := s.putContainerMeta(q, rec); err != nil {
 		q.fail(err)

@@ -29,8 +29,8 @@ func TestContainersAndObjects(t *testing.T) {
 	want(t, "PUT container again", resp, body, 202)
 	resp, body = c.do(t, "PUT", "/Bad_Name", nil)
 	want(t, "PUT container with a bad name", resp, body, 400)
-	resp, body = c.do(t, "PUT", "/photos", nil, "X-Container-Read", ".r:*")
-	want(t, "container ACL", resp, body, 501)
+	resp, body = c.do(t, "PUT", "/photos", nil, "X-Versions-Location", "old-photos")
+	want(t, "versioned container", resp, body, 501)
 
 	data := []byte("hello, swift")
 	resp, body = c.do(t, "PUT", "/photos/a/b.txt", data, "X-Object-Meta-Color", "blue", "Content-Type", "text/plain", "ETag", md5hex(data))

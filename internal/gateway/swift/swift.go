@@ -246,8 +246,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.route(q)
 }
 
-// authorize checks the request's token and that it names the token's
-// project's account, and loads the project and its access key.
+// authorize checks the request's token (or, without one, a container's
+// public read ACL) and that it names the token's project's account, or a
+// container in another's, and loads the project and its access key.
 func (s *Server) authorize(q *request) bool {
 	ctx := q.r.Context()
 	tok := q.r.Header.Get("X-Auth-Token")
@@ -255,6 +256,9 @@ func (s *Server) authorize(q *request) bool {
 		tok = q.r.Header.Get("X-Storage-Token")
 	}
 	if tok == "" {
+		if s.authorizePublic(q) {
+			return true
+		}
 		q.fail(errUnauthorized)
 		return false
 	}
@@ -263,7 +267,9 @@ func (s *Server) authorize(q *request) bool {
 		q.fail(err)
 		return false
 	}
-	if q.account != "AUTH_"+t.ProjectID {
+	// Another account's containers are reached with the grants of the
+	// token's project (container ACLs); its account itself is not.
+	if q.account != "AUTH_"+t.ProjectID && q.container == "" {
 		q.fail(errForbidden)
 		return false
 	}
