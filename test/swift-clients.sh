@@ -192,6 +192,13 @@ v3 post -w 'team' aclc
 bob upload --object-name bobs aclc small >/dev/null
 # The grant is the S3 one: bob's project's access key may now write.
 QUILT_HOME="$work/home" "$work/quilt" key list | grep -q 'aclc=write' || { QUILT_HOME="$work/home" "$work/quilt" key list; exit 1; }
+# A user element (PROJECT:USER) is Swift's alone: bob reads, the key of
+# his project gets no grant.
+v3 upload --object-name doc useracl small >/dev/null
+v3 post -r 'team:bob' useracl
+out=$(bob download useracl doc -o -)
+test "$out" = "$(cat small)"
+if QUILT_HOME="$work/home" "$work/quilt" key list | grep -q 'useracl='; then echo "a user ACL became a key grant"; exit 1; fi
 v3 post -r '.r:*,.rlistings' aclc
 storage=$(v3 stat -v | sed -n 's/^ *StorageURL: //p')
 "$py" - "$storage/aclc" <<'PY'

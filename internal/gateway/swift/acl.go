@@ -15,22 +15,25 @@ import (
 // in them gets the same grant S3 keys have on a bucket: its access key
 // gets read (X-Container-Read) or write (X-Container-Write, which
 // includes reading, as S3's grants nest) on the container, so one grant
-// serves both protocols. Referrer elements (.r:*, .r:.example.com,
-// .r:-host) and .rlistings, which let requests without a token read, are
-// kept in the container's record.
+// serves both protocols. Elements naming users (PROJECT:USER, *:USER,
+// *:*), which S3's per-key grants cannot hold, and the referrer elements
+// (.r:*, .r:.example.com, .r:-host) and .rlistings, which let requests
+// without a token read, are kept in the container's record and honoured
+// by Swift only.
 
 // acl is a parsed ACL header.
 type acl struct {
 	referrers []string // .r: values, in order
 	listings  bool     // .rlistings
-	projects  []string // project elements, as given
+	projects  []string // whole projects (PROJECT, PROJECT:*), without :* or AUTH_
+	users     []string // PROJECT:USER elements (either may be *), as given
 }
 
 // parseACL reads an ACL header as Swift's parse_acl does: elements
 // separated by commas, .r:/.ref:/.referer:/.referrer: referrers,
-// .rlistings, and groups; here a group must name a whole project
-// (PROJECT, PROJECT:*, PROJECT_ID:* or AUTH_PROJECT_ID): grants are
-// kept per project's access key, not per user.
+// .rlistings, and groups: a whole project (PROJECT, PROJECT:*,
+// PROJECT_ID:* or AUTH_PROJECT_ID) or users (PROJECT:USER, by name or
+// ID, either of them * for any).
 func parseACL(v string) (acl, error) {
 	var a acl
 	for _, e := range strings.Split(v, ",") {
@@ -57,10 +60,16 @@ func parseACL(v string) (acl, error) {
 			continue
 		}
 		p, user, ok := strings.Cut(e, ":")
-		if ok && user != "*" || p == "*" || p == "" {
-			return a, serr(400, fmt.Sprintf("Bad Request: ACL element %q: container ACLs grant whole projects here (PROJECT or PROJECT:*), not single users", e))
+		switch {
+		case p == "" || ok && user == "":
+			return a, serr(400, fmt.Sprintf("Bad Request: ACL element %q is not PROJECT, PROJECT:USER or a designator", e))
+		case ok && (user != "*" || p == "*"):
+			a.users = append(a.users, e)
+		case p == "*":
+			return a, serr(400, fmt.Sprintf("Bad Request: ACL element %q: write *:* for any user", e))
+		default:
+			a.projects = append(a.projects, strings.TrimPrefix(p, "AUTH_"))
 		}
-		a.projects = append(a.projects, strings.TrimPrefix(p, "AUTH_"))
 	}
 	return a, nil
 }
@@ -153,14 +162,28 @@ func (s *Server) setACL(q *request, container string, rec *containerRecord) erro
 		return out
 	}
 	readers, writers := want(gateway.Read), want(gateway.Write)
-	resolve := func(elems []string) (map[string]bool, error) {
+	project := func(e string) (keystone.Project, error) {
+		i := slices.IndexFunc(projects, func(p keystone.Project) bool { return p.Name == e || p.ID == e })
+		if i < 0 {
+			return keystone.Project{}, serr(400, fmt.Sprintf("Bad Request: ACL names %q, which is no project (quilt swift project list)", e))
+		}
+		return projects[i], nil
+	}
+	resolve := func(a acl) (map[string]bool, error) {
 		out := map[string]bool{}
-		for _, e := range elems {
-			i := slices.IndexFunc(projects, func(p keystone.Project) bool { return p.Name == e || p.ID == e })
-			if i < 0 {
-				return nil, serr(400, fmt.Sprintf("Bad Request: ACL names %q, which is no project (quilt swift project list)", e))
+		for _, e := range a.projects {
+			p, err := project(e)
+			if err != nil {
+				return nil, err
 			}
-			out[projects[i].Key] = true
+			out[p.Key] = true
+		}
+		for _, u := range a.users {
+			if p, _, _ := strings.Cut(u, ":"); p != "*" {
+				if _, err := project(p); err != nil {
+					return nil, err
+				}
+			}
 		}
 		return out, nil
 	}
@@ -169,10 +192,10 @@ func (s *Server) setACL(q *request, container string, rec *containerRecord) erro
 		if err != nil {
 			return err
 		}
-		if readers, err = resolve(a.projects); err != nil {
+		if readers, err = resolve(a); err != nil {
 			return err
 		}
-		rec.Referrers, rec.Listings = a.referrers, a.listings
+		rec.Referrers, rec.Listings, rec.ReadUsers = a.referrers, a.listings, a.users
 	}
 	if v, ok := aclValue(h, "X-Container-Write"); ok {
 		a, err := parseACL(v)
@@ -182,9 +205,10 @@ func (s *Server) setACL(q *request, container string, rec *containerRecord) erro
 		if len(a.referrers) > 0 || a.listings {
 			return serr(400, "Bad Request: referrers and .rlistings belong in X-Container-Read")
 		}
-		if writers, err = resolve(a.projects); err != nil {
+		if writers, err = resolve(a); err != nil {
 			return err
 		}
+		rec.WriteUsers = a.users
 	}
 	for id, k := range keys {
 		cur := k.Buckets[container]
@@ -235,6 +259,8 @@ func (s *Server) aclOut(q *request, container string, rec containerRecord) error
 	if rec.Listings {
 		read = append(read, ".rlistings")
 	}
+	read = append(read, rec.ReadUsers...)
+	write = append(write, rec.WriteUsers...)
 	for _, p := range projects {
 		k, err := s.gw.Key(ctx, p.Key)
 		if err != nil || k.Admin {
@@ -281,4 +307,38 @@ func (s *Server) authorizePublic(q *request) bool {
 	}
 	q.key = gateway.AccessKey{Buckets: map[string]gateway.Perm{q.container: gateway.Read}}
 	return true
+}
+
+// userMatches reports whether an ACL's user elements name a token's
+// user: PROJECT:USER by name or ID, either of them * for any.
+func userMatches(elems []string, t keystone.Token) bool {
+	for _, e := range elems {
+		p, u, _ := strings.Cut(e, ":")
+		if (p == "*" || p == t.Project || p == t.ProjectID) && (u == "*" || u == t.User || u == t.UserID) {
+			return true
+		}
+	}
+	return false
+}
+
+// may reports whether the request may use a container with permission
+// p: its project's key's grant, or for read and write a user element of
+// the container's ACL naming the token's user (write includes read, as
+// for projects).
+func (s *Server) may(q *request, container string, p gateway.Perm) bool {
+	if q.key.Allowed(container, p) {
+		return true
+	}
+	if q.token == nil || p > gateway.Write {
+		return false
+	}
+	b, err := s.bucketInfo(q, container)
+	if err != nil {
+		return false
+	}
+	rec, err := s.containerMeta(q, container, b.Created)
+	if err != nil {
+		return false
+	}
+	return userMatches(rec.WriteUsers, *q.token) || p == gateway.Read && userMatches(rec.ReadUsers, *q.token)
 }

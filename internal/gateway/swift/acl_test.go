@@ -10,10 +10,10 @@ import (
 // TestContainerACLs: X-Container-Read and -Write name projects, whose
 // access keys get read or write on the container, the same grants S3
 // keys have (and the grants S3 made show in the ACLs); such a project
-// reaches the container through its own account or the owner's. .r:
-// elements let requests without a token read objects (listings with
-// .rlistings), by Referer; only the owner changes ACLs; bad elements are
-// 400.
+// reaches the container through its own account or the owner's. User
+// elements (PROJECT:USER, *:*) grant users, in Swift only. .r: elements
+// let requests without a token read objects (listings with .rlistings),
+// by Referer; only the owner changes ACLs; bad elements are 400.
 func TestContainerACLs(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -78,7 +78,7 @@ func TestContainerACLs(t *testing.T) {
 	}
 
 	for _, bad := range [][]string{
-		{"X-Container-Read", "team:bob"}, {"X-Container-Read", "*:*"}, {"X-Container-Read", ".x:y"},
+		{"X-Container-Read", "nobody:bob"}, {"X-Container-Read", "team:"}, {"X-Container-Read", "*"}, {"X-Container-Read", ".x:y"},
 		{"X-Container-Read", "nobody"}, {"X-Container-Write", ".r:*"}, {"X-Container-Read", ".r:"},
 	} {
 		resp, body = admin.do(t, "POST", "/shared", nil, bad...)
@@ -150,6 +150,41 @@ func TestContainerACLs(t *testing.T) {
 	if resp.Header.Get("X-Container-Read") != ".r:.example.com,.r:-bad.example.com,team:*" {
 		t.Fatalf("X-Container-Read with an S3 grant: %q", resp.Header.Get("X-Container-Read"))
 	}
+	// Users: PROJECT:USER names one user of a project (the key's grant
+	// is untouched: S3 has no users), *:* any user with a token.
+	if _, _, err := e.ids.AddUser(ctx, "team", "carol", "carols-password"); err != nil {
+		t.Fatal(err)
+	}
+	tok, base := e.login(t, "team:carol", "carols-password")
+	carol := &client{e, tok, base}
+	resp, body = admin.do(t, "POST", "/private", nil, "X-Container-Read", "team:bob", "X-Container-Write", "*:carol")
+	want(t, "POST user ACLs", resp, body, 204)
+	resp, body = bob.do(t, "GET", "/private/o", nil)
+	if resp.StatusCode != 200 || string(body) != "private bytes" {
+		t.Fatalf("bob reads with a user ACL: %s %q", resp.Status, body)
+	}
+	resp, body = bob.do(t, "PUT", "/private/bob", []byte("x"))
+	want(t, "bob writes with a read user ACL", resp, body, 403)
+	resp, body = carol.do(t, "PUT", "/private/carol", []byte("from carol"))
+	want(t, "carol writes with a write user ACL", resp, body, 201)
+	resp, body = e.do(t, "GET", admin.base+"/private/carol", nil, "X-Auth-Token", carol.token)
+	want(t, "carol reads (write includes read) through the owner's account", resp, body, 200)
+	if k, _ := e.gw.Key(ctx, team.Key); k.Buckets["private"] != gateway.None {
+		t.Fatalf("a user ACL changed the project's key: %v", k.Buckets["private"])
+	}
+	resp, _ = admin.do(t, "HEAD", "/private", nil)
+	if resp.Header.Get("X-Container-Read") != "team:bob" || resp.Header.Get("X-Container-Write") != "*:carol" {
+		t.Fatalf("user ACLs read back: %q %q", resp.Header.Get("X-Container-Read"), resp.Header.Get("X-Container-Write"))
+	}
+	resp, body = admin.do(t, "POST", "/private", nil, "X-Container-Read", "*:*", "X-Container-Write", "")
+	want(t, "POST *:*", resp, body, 204)
+	resp, body = carol.do(t, "GET", "/private/o", nil)
+	want(t, "carol reads with *:*", resp, body, 200)
+	resp, body = carol.do(t, "PUT", "/private/carol2", []byte("x"))
+	want(t, "carol writes after the write ACL was cleared", resp, body, 403)
+	resp, body = e.do(t, "GET", admin.base+"/private/o", nil)
+	want(t, "a request without a token with *:*", resp, body, 401)
+
 	// A container made with an ACL.
 	resp, body = admin.do(t, "PUT", "/made-public", nil, "X-Container-Read", ".r:*")
 	want(t, "PUT container with an ACL", resp, body, 201)

@@ -203,7 +203,7 @@ func readBulkNames(r io.Reader) ([]string, error) {
 // check is allowed without an answer: 404 if the container does not
 // exist, 403 if the project's key may not use it.
 func (s *Server) check(q *request, container string, p gateway.Perm) error {
-	if q.key.Allowed(container, p) {
+	if s.may(q, container, p) {
 		return nil
 	}
 	if _, err := s.gw.Owner(q.r.Context(), container); err != nil {

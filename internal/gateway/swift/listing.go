@@ -29,6 +29,10 @@ type containerRecord struct {
 	// .rlistings (acl.go); its projects are grants of their keys.
 	Referrers []string `json:"referrers,omitempty"`
 	Listings  bool     `json:"rlistings,omitempty"`
+	// ReadUsers and WriteUsers are the ACLs' user elements
+	// (PROJECT:USER), which access keys' grants cannot hold.
+	ReadUsers  []string `json:"read_users,omitempty"`
+	WriteUsers []string `json:"write_users,omitempty"`
 }
 
 // lastModified is Swift's listing time format.
@@ -612,7 +616,7 @@ func (s *Server) makeContainer(q *request, name string) (bool, error) {
 	err := s.gw.CreateBucket(ctx, name, q.key.ID)
 	switch {
 	case errors.Is(err, gateway.ErrBucketExists):
-		if !q.key.Allowed(name, gateway.Write) {
+		if !s.may(q, name, gateway.Write) {
 			return false, serr(403, "Forbidden: the container name is taken by another project (containers are S3 buckets, one namespace for all).")
 		}
 		return false, nil

@@ -242,7 +242,7 @@ func (s *Server) putSLO(q *request) {
 			problems = append(problems, fmt.Sprintf("Index %d: path %q is not /container/object", i, e.Path))
 			continue
 		}
-		if !q.key.Allowed(c, gateway.Read) {
+		if !s.may(q, c, gateway.Read) {
 			problems = append(problems, fmt.Sprintf("%s: 403 Forbidden", e.Path))
 			continue
 		}
@@ -358,7 +358,7 @@ func (s *Server) resolve(q *request, info gateway.ObjectInfo, inline []byte) (vi
 		v.raw, v.size, v.quoted, v.etag = false, 0, true, info.Headers[hdrSLOEtag]
 		for _, sg := range segs {
 			c, o, _ := splitPath(sg.Name)
-			if !q.key.Allowed(c, gateway.Read) {
+			if !s.may(q, c, gateway.Read) {
 				return v, errForbidden
 			}
 			v.segs = append(v.segs, segment{c, o, sg.Bytes})
@@ -369,7 +369,7 @@ func (s *Server) resolve(q *request, info gateway.ObjectInfo, inline []byte) (vi
 		if err != nil {
 			return v, err
 		}
-		if !q.key.Allowed(c, gateway.Read) {
+		if !s.may(q, c, gateway.Read) {
 			return v, errForbidden
 		}
 		v.raw, v.size, v.quoted = false, 0, true
@@ -700,7 +700,7 @@ func (s *Server) deleteObject(q *request) {
 	var problems [][2]string
 	for _, sg := range segs {
 		c, o, _ := splitPath(sg.Name)
-		if !q.key.Allowed(c, gateway.Write) {
+		if !s.may(q, c, gateway.Write) {
 			problems = append(problems, [2]string{sg.Name, "403 Forbidden"})
 			continue
 		}

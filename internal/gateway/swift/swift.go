@@ -159,6 +159,7 @@ type request struct {
 	object    string
 	project   keystone.Project
 	key       gateway.AccessKey
+	token     *keystone.Token // nil: a temporary URL or a public read
 	log       *slog.Logger
 }
 
@@ -267,6 +268,7 @@ func (s *Server) authorize(q *request) bool {
 		q.fail(err)
 		return false
 	}
+	q.token = &t
 	// Another account's containers are reached with the grants of the
 	// token's project (container ACLs); its account itself is not.
 	if q.account != "AUTH_"+t.ProjectID && q.container == "" {
@@ -361,7 +363,7 @@ func (s *Server) route(q *request) {
 // allowed checks the project's access key's permission on a container:
 // 404 if the container does not exist, 403 if the key may not.
 func (s *Server) allowed(q *request, container string, p gateway.Perm) bool {
-	if q.key.Allowed(container, p) {
+	if s.may(q, container, p) {
 		return true
 	}
 	if _, err := s.gw.Owner(q.r.Context(), container); err != nil {
