@@ -35,7 +35,8 @@ run: build
 ## in-process grid, real processes); the race detector on the core packages;
 ## every fuzz target for $(FUZZTIME) inputs (see docs/testing.md); then real
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
-## Chromium), Swift (swift CLI, swiftclient, swift-bench) and SFTP (sftp,
+## Chromium), Swift (swift CLI, swiftclient, swift-bench; two regions of
+## gateway processes, one pair behind haproxy) and SFTP (sftp,
 ## scp, sshfs), WebDAV (litmus, cadaver, rclone), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
@@ -47,6 +48,7 @@ test:
 	for t in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
 	./test/s3-clients.sh
 	./test/swift-clients.sh
+	./test/swift-regions.sh
 	./test/sftp-clients.sh
 	./test/webdav-clients.sh
 	./test/mount-clients.sh
