@@ -24,8 +24,8 @@ type Layout struct {
 
 	ProxyPort, MemcachePort      int
 	AccountPort, ContainerPort   int
-	ObjectPorts                  []int // where object server i listens
-	ObjectRingPorts              []int // the port the object ring names for server i (a link's proxy, or ObjectPorts[i])
+	ObjectPorts                  []int  // where object server i listens
+	ObjectRingPorts              []int  // the port the object ring names for server i (a link's proxy, or ObjectPorts[i])
 	BenchAccount, BenchUser, Key string // the TempAuth user: BenchAccount:BenchUser with password Key
 }
 
