@@ -145,7 +145,7 @@ func runSwiftBench(ctx context.Context, env *Env) error {
 	}
 	tab := &report.Table{Title: fmt.Sprintf("swift-bench on %s: requests per second, %d objects, %d GETs, concurrency %d", base.Name, objects, gets, benchConcurrency),
 		Columns: []string{"system", "added latency", "size", "bytes", "PUT/s", "GET/s", "DEL/s", "PUT MB/s", "GET MB/s",
-			"PUT s", "GET s", "DEL s", "failed", "error"}}
+			"PUT s", "GET s", "DEL s", "failed PUT/GET/DEL", "error"}}
 	type key struct {
 		sys  string
 		size int64
@@ -181,11 +181,11 @@ func runSwiftBench(ctx context.Context, env *Env) error {
 					tab.Add(sys.name, d, sizeName(size), size, nil, nil, nil, nil, nil, nil, nil, nil, nil, oneLine(err.Error(), 160))
 					continue
 				}
-				env.logf("%-15s added %5s  %8s  PUT %7.1f/s  GET %7.1f/s  DEL %7.1f/s  failed %d",
-					sys.name, d, sizeName(size), r.Put.Rate, r.Get.Rate, r.Del.Rate, r.Failures())
+				env.logf("%-15s added %5s  %8s  PUT %7.1f/s  GET %7.1f/s  DEL %7.1f/s  failed %d/%d/%d",
+					sys.name, d, sizeName(size), r.Put.Rate, r.Get.Rate, r.Del.Rate, r.Put.Failures, r.Get.Failures, r.Del.Failures)
 				tab.Add(sys.name, d, sizeName(size), size, r.Put.Rate, r.Get.Rate, r.Del.Rate,
 					r.Put.Rate*float64(size)/1e6, r.Get.Rate*float64(size)/1e6,
-					r.Put.Seconds, r.Get.Seconds, r.Del.Seconds, r.Failures(), "")
+					r.Put.Seconds, r.Get.Seconds, r.Del.Seconds, fmt.Sprintf("%d/%d/%d", r.Put.Failures, r.Get.Failures, r.Del.Failures), "")
 				k := key{sys.name, size}
 				p := points[k]
 				if p == nil {

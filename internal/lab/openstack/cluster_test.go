@@ -104,3 +104,13 @@ func TestStartOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestStartWithoutSwift: a venv without Swift fails at the first program
+// Start runs (swift-ring-builder), naming it, before any server starts.
+func TestStartWithoutSwift(t *testing.T) {
+	_, err := Start(context.Background(), Options{Venv: &Venv{Dir: t.TempDir()}, Dir: t.TempDir(), Memcached: "/bin/true"})
+	if err == nil || !strings.Contains(err.Error(), "swift-ring-builder") {
+		t.Fatalf("Start without Swift: %v", err)
+	}
+	t.Log(err)
+}
