@@ -184,7 +184,9 @@ func Start(ctx context.Context, opt Options) (_ *Cluster, err error) {
 	}
 	c.procs = append(c.procs, mc)
 	for _, s := range l.Servers() {
-		argv := append(append([]string(nil), wrap...), opt.Venv.Bin(s.Program), filepath.Join(l.SwiftDir(), s.Conf))
+		// -v: warnings and errors also to stderr, that is to the log
+		// file (else they go to syslog, which this machine may not run).
+		argv := append(append([]string(nil), wrap...), opt.Venv.Bin(s.Program), filepath.Join(l.SwiftDir(), s.Conf), "-v")
 		p, err := startProcess(s.Name, filepath.Join(logDir, s.Name+".log"), argv...)
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,8 @@ func TestClusterBehindLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	network := linkemu.New(1)
-	c, err := Start(ctx, Options{Venv: v, Dir: t.TempDir(), Net: network, NoSync: true, Log: testLog{t}})
+	dir := t.TempDir()
+	c, err := Start(ctx, Options{Venv: v, Dir: dir, Net: network, NoSync: true, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +81,9 @@ func TestClusterBehindLinks(t *testing.T) {
 			t.Errorf("%s: %.1f/s with 50 ms to the object servers, more than %d workers can do (%.0f/s): the links are bypassed",
 				p.name, p.slow.Rate, conc, limit)
 		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "log", "proxy.log")); err == nil && len(b) > 0 {
+		t.Logf("proxy server's log (last lines):\n%s", tail(b))
 	}
 	// A GET is the proxy asking the object servers (the account and
 	// container are cached), so it is where the delay shows most.
