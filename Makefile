@@ -69,13 +69,15 @@ bench-ns:
 bench-tahoe:
 	./bench/tahoe/compare.sh
 
-## lab: the lab's four experiments in their --quick variants, results
-## (CSV, Markdown, PNG) in docs/lab/; write-read also runs Tahoe-LAFS
-## (installed from PyPI into a venv) behind the same emulated links
+## lab: the lab's experiments in their --quick variants, results (CSV,
+## Markdown, PNG) in docs/lab/; write-read also runs Tahoe-LAFS and
+## swift-bench OpenStack Swift (installed from PyPI into venvs) behind the
+## same emulated links
 lab: build
 	$(BIN) lab run write-read --quick --tahoe --out docs/lab/write-read
 	$(BIN) lab run write-read --quick --tahoe --tahoe-foolscap --out docs/lab/write-read-foolscap
 	$(BIN) lab run put-get-del --quick --out docs/lab/put-get-del
+	$(BIN) lab run swift-bench --quick --out docs/lab/swift-bench
 	$(BIN) lab run convergence --quick --out docs/lab/convergence
 	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
 
