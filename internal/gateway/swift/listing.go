@@ -613,7 +613,7 @@ func (s *Server) putContainer(q *request) {
 // made it. A new container starts with no metadata.
 func (s *Server) makeContainer(q *request, name string) (bool, error) {
 	ctx := q.r.Context()
-	err := s.gw.CreateBucket(ctx, name, q.key.ID)
+	err := s.gw.CreateContainer(ctx, name, q.key.ID)
 	switch {
 	case errors.Is(err, gateway.ErrBucketExists):
 		if !s.may(q, name, gateway.Write) {

@@ -3,6 +3,7 @@ package swift_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
@@ -27,8 +28,10 @@ func TestContainersAndObjects(t *testing.T) {
 	want(t, "PUT container", resp, body, 201)
 	resp, body = c.do(t, "PUT", "/photos", nil)
 	want(t, "PUT container again", resp, body, 202)
-	resp, body = c.do(t, "PUT", "/Bad_Name", nil)
+	resp, body = c.do(t, "PUT", "/.hidden", nil)
 	want(t, "PUT container with a bad name", resp, body, 400)
+	resp, body = c.do(t, "PUT", "/"+strings.Repeat("x", 256), nil)
+	want(t, "PUT container with a name too long", resp, body, 400)
 	resp, body = c.do(t, "PUT", "/photos", nil, "X-Versions-Location", "old-photos")
 	want(t, "versioned container", resp, body, 501)
 
@@ -175,6 +178,33 @@ func TestS3ObjectsInSwift(t *testing.T) {
 	resp, body = c.do(t, "GET", "/from-s3/mp?multipart-manifest=get", nil)
 	if string(body) != "[]" {
 		t.Fatalf("manifest of a multipart object: %s %q", resp.Status, body)
+	}
+}
+
+// TestContainerNames: Swift's container names outside S3's bucket rules
+// (CONTAINER_segments, upper case) are containers, read through S3
+// path-style as any bucket, while S3 still refuses to make them.
+func TestContainerNames(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(t)
+	ctx := context.Background()
+	for _, name := range []string{"Photos_segments", "swift_bench_0", "A"} {
+		resp, body := c.do(t, "PUT", "/"+name, nil)
+		want(t, "PUT container "+name, resp, body, 201)
+		resp, body = c.do(t, "PUT", "/"+name+"/seg/00000001", []byte("part of "+name))
+		want(t, "PUT object into "+name, resp, body, 201)
+		resp, body = c.do(t, "GET", "/"+name+"?format=json", nil)
+		want(t, "list "+name, resp, body, 200)
+		if !strings.Contains(string(body), `"name":"seg/00000001"`) {
+			t.Fatalf("listing of %s: %s", name, body)
+		}
+		var b bytes.Buffer
+		if _, err := e.gw.Get(ctx, name, "seg/00000001", &b, 0, -1); err != nil || b.String() != "part of "+name {
+			t.Fatalf("%s through the gateway: %q %v", name, b.String(), err)
+		}
+		if err := e.gw.CreateBucket(ctx, name+"x", e.admin.ID); !errors.Is(err, gateway.ErrBadBucket) {
+			t.Errorf("S3 made bucket %sx: %v", name, err)
+		}
 	}
 }
 
