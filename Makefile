@@ -35,7 +35,8 @@ run: build
 ## in-process grid, real processes); the race detector on the core packages;
 ## every fuzz target for $(FUZZTIME) inputs (see docs/testing.md); then real
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
-## Chromium), Swift (swift CLI, swiftclient, swift-bench) and SFTP (sftp,
+## Chromium), Swift (swift CLI, swiftclient, swift-bench; two regions of
+## gateway processes, one pair behind haproxy) and SFTP (sftp,
 ## scp, sshfs), WebDAV (litmus, cadaver, rclone), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
@@ -47,6 +48,7 @@ test:
 	for t in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
 	./test/s3-clients.sh
 	./test/swift-clients.sh
+	./test/swift-regions.sh
 	./test/sftp-clients.sh
 	./test/webdav-clients.sh
 	./test/mount-clients.sh
@@ -67,13 +69,15 @@ bench-ns:
 bench-tahoe:
 	./bench/tahoe/compare.sh
 
-## lab: the lab's four experiments in their --quick variants, results
-## (CSV, Markdown, PNG) in docs/lab/; write-read also runs Tahoe-LAFS
-## (installed from PyPI into a venv) behind the same emulated links
+## lab: the lab's experiments in their --quick variants, results (CSV,
+## Markdown, PNG) in docs/lab/; write-read also runs Tahoe-LAFS and
+## swift-bench OpenStack Swift (installed from PyPI into venvs) behind the
+## same emulated links
 lab: build
 	$(BIN) lab run write-read --quick --tahoe --out docs/lab/write-read
 	$(BIN) lab run write-read --quick --tahoe --tahoe-foolscap --out docs/lab/write-read-foolscap
 	$(BIN) lab run put-get-del --quick --out docs/lab/put-get-del
+	$(BIN) lab run swift-bench --quick --out docs/lab/swift-bench
 	$(BIN) lab run convergence --quick --out docs/lab/convergence
 	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
 

@@ -193,6 +193,7 @@ func runUp(ctx context.Context, args []string) error {
 	swiftAddr := fs.String("swift", "", "Swift endpoint of the grid's gateway, region RegionOne (default: host, port+2·nodes+1; \"off\": none)")
 	sftpAddr := fs.String("sftp", "", "SFTP address of the grid's gateway (default: host, port+2·nodes+2; \"off\": none; none without S3)")
 	nbdAddr := fs.String("nbd", "", "NBD address of the grid's block volumes (default: host, port+4·nodes+5; \"off\": none; none without S3)")
+	nbdTLS := fs.String("nbd-tls", "auto", nbdTLSHelp)
 	davAddr := fs.String("webdav", "", "WebDAV address of the grid's gateway (default: host, port+4·nodes+4, after the metrics ports; \"off\": none; none without S3)")
 	metricsHost := fs.String("metrics", "127.0.0.1", upMetricsHelp)
 	s3BodyTimeout := s3BodyTimeoutFlag(fs)
@@ -206,6 +207,9 @@ func runUp(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	if err := checkS3BodyTimeout(*s3BodyTimeout); err != nil {
+		return err
+	}
+	if err := checkNBDTLSMode(*nbdTLS); err != nil {
 		return err
 	}
 	cap, err := parseSize(*capacity)
@@ -371,7 +375,7 @@ func runUp(ctx context.Context, args []string) error {
 					addr = net.JoinHostPort(*host, strconv.Itoa(*port+4**nodes+5))
 				}
 			}
-			ns, err := startUpNBD(ctx, sess, svc.gw, filepath.Join(*dir, "gateway"), addr)
+			ns, err := startUpNBD(ctx, sess, svc.gw, filepath.Join(*dir, "gateway"), addr, *nbdTLS)
 			if err != nil {
 				return fmt.Errorf("gateway: %w", err)
 			}

@@ -29,6 +29,7 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	withTahoe := fs.Bool("tahoe", false, "write-read: also measure Tahoe-LAFS (installed from PyPI into a venv) behind the same links")
 	foolscap := fs.Bool("tahoe-foolscap", false, "write-read: run that Tahoe-LAFS on Foolscap (as in the paper) instead of its HTTPS storage protocol")
 	venv := fs.String("tahoe-venv", "", "venv holding tahoe-lafs (default ~/.cache/quilt-bench/tahoe-venv; made if missing)")
+	swiftVenv := fs.String("swift-venv", "", "swift-bench: venv holding OpenStack Swift and swift-bench (default ~/.cache/quilt-bench/swift-venv-VERSIONS; made if missing)")
 	scale := fs.Float64("scale", 0, "parallel-transfers: multiply the paper's 100 kB … 1 GB sizes (default 1, --quick 0.01)")
 	seed := fs.Int64("seed", 1, "random seed of the emulated network and the workloads")
 	if err := parseArgs(fs, args, -1); err != nil {
@@ -70,7 +71,7 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 		return errUsage
 	}
 	name := fs.Arg(1)
-	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work}
+	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv}
 	if *sc != "" {
 		s, err := scenario.Load(*sc)
 		if err != nil {

@@ -27,6 +27,7 @@ type swiftService struct {
 	region   string
 	endpoint string // the catalog entry this gateway registered
 	ids      *keystone.Service
+	api      *swift.Server
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -46,27 +47,42 @@ func (s *swiftService) Close() {
 	s.srv.Shutdown(ctx)
 }
 
-// pruneEvery is how often a gateway removes expired tokens' records.
-const pruneEvery = 10 * time.Minute
+// pruneEvery is how often a gateway removes expired tokens' records;
+// expireEvery how often it removes the objects whose X-Delete-At has
+// come.
+const (
+	pruneEvery  = 10 * time.Minute
+	expireEvery = 30 * time.Second
+)
 
-// prune removes expired tokens' records until Close.
+// prune removes expired tokens' records and expired objects until Close.
 func (s *swiftService) prune(log *slog.Logger) {
 	defer close(s.done)
-	t := time.NewTicker(pruneEvery)
-	defer t.Stop()
+	tokens := time.NewTicker(pruneEvery)
+	defer tokens.Stop()
+	objects := time.NewTicker(expireEvery)
+	defer objects.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
-		case <-t.C:
+		case <-tokens.C:
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if n, err := s.ids.Prune(ctx); err != nil {
+				log.Warn("swift: pruning expired tokens", "err", err)
+			} else if n > 0 {
+				log.Info("swift: expired tokens pruned", "n", n)
+			}
+			cancel()
+		case <-objects.C:
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if n, err := s.api.Expire(ctx); err != nil {
+				log.Warn("swift: removing expired objects", "err", err)
+			} else if n > 0 {
+				log.Info("swift: expired objects removed", "n", n)
+			}
+			cancel()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if n, err := s.ids.Prune(ctx); err != nil {
-			log.Warn("swift: pruning expired tokens", "err", err)
-		} else if n > 0 {
-			log.Info("swift: expired tokens pruned", "n", n)
-		}
-		cancel()
 	}
 }
 
@@ -112,7 +128,8 @@ func startSwift(ctx context.Context, gw *gateway.Gateway, dir string, admin gate
 		return nil, err
 	}
 	svc.endpoint = ep.ID
-	svc.srv = swift.New(gw, ids, swift.Options{Region: cfg.region, PublicURL: public, Logger: log}).HTTPServer()
+	svc.api = swift.New(gw, ids, swift.Options{Region: cfg.region, PublicURL: public, Logger: log})
+	svc.srv = svc.api.HTTPServer()
 	go svc.srv.Serve(ln)
 	go svc.prune(log)
 	env := fmt.Sprintf(`export ST_AUTH=%s/auth/v1.0

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -34,7 +37,13 @@ type registryCatalog struct {
 	set string
 }
 
+// Get pulls the registry first: a volume's map or lease another process
+// committed a moment ago (quilt volume import, clone, a lease released)
+// is the one read, not the replica's older copy.
 func (c registryCatalog) Get(ctx context.Context, name string) ([]byte, error) {
+	if err := c.gw.SyncRegistry(ctx); err != nil {
+		return nil, fmt.Errorf("volume records: %w", err)
+	}
 	return c.gw.Record(ctx, c.set, name)
 }
 
@@ -55,9 +64,11 @@ const volumeUsage = `Usage: quilt volume create NAME --size SIZE
        quilt volume clone SRC DST
        quilt volume snapshot NAME SNAP     (makes the read-only volume NAME@SNAP)
        quilt volume rm NAME
-       quilt volume import NAME FILE       (a raw image; the volume is made if missing)
-       quilt volume export NAME FILE       (a raw image; - for stdout)
-       quilt volume serve [--listen ADDR]  (every volume as a named NBD export)
+       quilt volume import NAME FILE [--format auto|raw|qcow2]  (- for stdin; the volume is made if missing)
+       quilt volume export NAME FILE [--format raw|qcow2]       (- for stdout, raw only)
+       quilt volume cert NAME DIR          (a client certificate that opens NAME over TLS, into DIR)
+       quilt volume revoke NAME            (no certificate made before opens NAME any more)
+       quilt volume serve [--listen ADDR] [--tls on|off|auto]  (every volume as a named NBD export)
 
 Block volumes for virtual machines, kept on the grid as 4 MiB extent objects
 and a map in the registry of the gateway in --dir (docs/volumes.md).`
@@ -70,14 +81,20 @@ func runVolume(ctx context.Context, args []string) error {
 	sizeFlag := fs.String("size", "", "create: the volume's size (64MiB, 10GiB; a multiple of 512 bytes)")
 	listen := fs.String("listen", "127.0.0.1:10809", "serve: the NBD address (host:port)")
 	state := fs.String("state", "", "serve: the journals' directory (default DIR/volumes)")
+	tlsMode := fs.String("tls", "auto", "serve: "+nbdTLSHelp)
+	format := fs.String("format", "", "import: the image's format, auto (qcow2 by its magic, else raw), raw or qcow2; export: raw (default) or qcow2 (qcow2 needs qemu-img)")
 	if err := parseArgs(fs, args, -1); err != nil {
 		return err
 	}
-	want := map[string]int{"create": 2, "ls": 1, "clone": 3, "snapshot": 3, "rm": 2, "import": 3, "export": 3, "serve": 1}
+	want := map[string]int{"create": 2, "ls": 1, "clone": 3, "snapshot": 3, "rm": 2, "import": 3, "export": 3, "serve": 1,
+		"cert": 3, "revoke": 2}
 	verb := fs.Arg(0)
 	if n, ok := want[verb]; !ok || fs.NArg() != n {
 		fs.Usage()
 		return errUsage
+	}
+	if err := checkNBDTLSMode(*tlsMode); err != nil {
+		return err
 	}
 	if *dir == "" {
 		*dir = keyDir(g.grid)
@@ -117,10 +134,9 @@ func runVolume(ctx context.Context, args []string) error {
 	// Commands other than serve get a journal directory of their own, so
 	// a running server's is left alone (a journal is never read back
 	// after its handle: a volume opens at its committed map).
-	jdir := *state
+	jdir, tmp := *state, ""
 	if verb != "serve" {
-		tmp, err := os.MkdirTemp("", "quilt-volume-")
-		if err != nil {
+		if tmp, err = os.MkdirTemp("", "quilt-volume-"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(tmp)
@@ -162,13 +178,47 @@ func runVolume(ctx context.Context, args []string) error {
 	case "snapshot":
 		return m.Clone(ctx, fs.Arg(1), fs.Arg(1)+"@"+fs.Arg(2), true)
 	case "rm":
-		return m.Remove(ctx, fs.Arg(1))
+		if err := m.Remove(ctx, fs.Arg(1)); err != nil {
+			return err
+		}
+		return volumeRevoke(ctx, gw, fs.Arg(1))
+	case "cert":
+		return volumeCert(ctx, gw, m, *dir, fs.Arg(1), fs.Arg(2))
+	case "revoke":
+		return volumeRevoke(ctx, gw, fs.Arg(1))
 	case "import":
-		return volumeImport(ctx, m, fs.Arg(1), fs.Arg(2))
+		var f *os.File
+		if fs.Arg(2) == "-" {
+			f, err = spoolStdin(tmp)
+		} else {
+			f, err = os.Open(fs.Arg(2))
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fmtName, err := imageFormat(f, *format)
+		if err != nil {
+			return err
+		}
+		if fmtName == formatQcow2 {
+			return volumeImportQcow2(ctx, m, fs.Arg(1), f, tmp)
+		}
+		return volumeImport(ctx, m, fs.Arg(1), f)
 	case "export":
-		return volumeExport(ctx, m, fs.Arg(1), fs.Arg(2))
+		switch *format {
+		case "", formatRaw:
+			return volumeExport(ctx, m, fs.Arg(1), fs.Arg(2))
+		case formatQcow2:
+			return volumeExportQcow2(ctx, m, fs.Arg(1), fs.Arg(2), tmp)
+		}
+		return fmt.Errorf("--format %q: want raw or qcow2", *format)
 	}
-	return volumeServe(ctx, m, *listen)
+	auth, err := newNBDAuth(gw, *dir, *listen, *tlsMode)
+	if err != nil {
+		return err
+	}
+	return volumeServe(ctx, m, *listen, auth, npClones{gw, cfg.LeaseOwner})
 }
 
 // volumeHappy is how many distinct nodes an extent must reach: as many as
@@ -187,14 +237,9 @@ func volumeHappy(ctx context.Context, s *session) (int, error) {
 	return max(1, min(alive, 7, codec.DefaultParams().N)), nil
 }
 
-// volumeImport copies a raw image into a volume, making it the image's
-// size (rounded up to a sector) if it does not exist.
-func volumeImport(ctx context.Context, m *volume.Manager, name, file string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// volumeImport copies the raw image in f into a volume, making it the
+// image's size (rounded up to a sector) if it does not exist.
+func volumeImport(ctx context.Context, m *volume.Manager, name string, f *os.File) error {
 	st, err := f.Stat()
 	if err != nil {
 		return err
@@ -212,7 +257,7 @@ func volumeImport(ctx context.Context, m *volume.Manager, name, file string) err
 	}
 	defer v.Close()
 	if st.Size() > v.Size() {
-		return fmt.Errorf("%s is %d bytes, volume %s only %d", file, st.Size(), name, v.Size())
+		return fmt.Errorf("%s is %d bytes, volume %s only %d", f.Name(), st.Size(), name, v.Size())
 	}
 	buf := make([]byte, volume.ExtentSize)
 	for off := int64(0); off < st.Size(); {
@@ -268,12 +313,15 @@ func volumeExport(ctx context.Context, m *volume.Manager, name, file string) err
 }
 
 // volumeServe serves every volume as a named NBD export until interrupted.
-func volumeServe(ctx context.Context, m *volume.Manager, addr string) error {
-	ns, err := listenNBD(m, addr)
+func volumeServe(ctx context.Context, m *volume.Manager, addr string, auth *nbdAuth, np npClones) error {
+	ns, err := listenNBD(ctx, m, addr, auth, np)
 	if err != nil {
 		return fmt.Errorf("volume serve: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "quilt volume: serving NBD on %s (nbd://%s/NAME)\n", ns.addr, ns.addr)
+	fmt.Fprintf(os.Stderr, "quilt volume: serving NBD on %s (%s/NAME)\n", ns.addr, ns.url())
+	if auth != nil {
+		fmt.Fprintf(os.Stderr, "quilt volume: TLS required; server certificate from the CA %s; clients need quilt volume cert NAME DIR\n", auth.caFile)
+	}
 	<-ctx.Done()
 	return ns.Close()
 }
@@ -282,31 +330,163 @@ func volumeServe(ctx context.Context, m *volume.Manager, addr string) error {
 // export.
 type nbdService struct {
 	srv     *nbd.Server
-	addr    string // host:port it listens on
-	release func() // unlocks the journals' directory, if it was locked here
+	addr    string   // host:port it listens on
+	auth    *nbdAuth // nil: plain NBD
+	release func()   // unlocks the journals' directory, if it was locked here
 }
 
-// listenNBD starts serving m's volumes on addr.
-func listenNBD(m *volume.Manager, addr string) (*nbdService, error) {
-	srv := nbd.New(nbd.Config{
-		Exports: func(ctx context.Context) ([]string, error) {
-			ls, err := m.List(ctx)
+// url is the server's address as an NBD URI: nbds:// when TLS is
+// required.
+func (ns *nbdService) url() string {
+	if ns.auth != nil {
+		return "nbds://" + ns.addr
+	}
+	return "nbd://" + ns.addr
+}
+
+// listenNBD starts serving m's volumes on addr; with auth, over TLS only
+// and each volume to the certificates of its keys.
+func listenNBD(ctx context.Context, m *volume.Manager, addr string, auth *nbdAuth, np npClones) (*nbdService, error) {
+	np.removeStale(ctx, m)
+	cfg := nbd.Config{
+		Exports: func(ctx context.Context, peer nbd.Peer) ([]string, error) {
+			ls, err := m.List(ctx) // pulls the registry
 			names := make([]string, 0, len(ls))
 			for _, in := range ls {
-				names = append(names, in.Name)
+				if auth == nil || auth.allowed(ctx, in.Name, peer) == nil {
+					names = append(names, in.Name)
+				}
 			}
 			return names, err
 		},
-		Open: func(ctx context.Context, name string) (nbd.Device, error) {
-			return m.Open(ctx, name)
+		Open: func(ctx context.Context, name string, peer nbd.Peer) (nbd.Device, error) {
+			base, ephemeral := strings.CutSuffix(name, nonPersistentSuffix)
+			if auth != nil {
+				if err := auth.check(ctx, base, peer); err != nil {
+					return nil, err
+				}
+			}
+			if ephemeral {
+				return openNonPersistent(ctx, m, np, base)
+			}
+			v, err := m.Open(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			return sharedVolume{v}, nil
 		},
-	})
+	}
+	if auth != nil {
+		cfg.TLS, cfg.RequireTLS = auth.tls, true
+	}
+	srv := nbd.New(cfg)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("NBD: listen on %s: %w", addr, err)
 	}
 	go srv.Serve(ln)
-	return &nbdService{srv: srv, addr: ln.Addr().String()}, nil
+	return &nbdService{srv: srv, addr: ln.Addr().String(), auth: auth}, nil
+}
+
+// sharedVolume is a volume served to several connections at once
+// (NBD_FLAG_CAN_MULTI_CONN): the connections of one server to a volume
+// share its one handle, so they share its journal, read each other's
+// completed writes, and a flush on any of them stores every dirty extent
+// and commits the map, covering every write completed before it on any.
+type sharedVolume struct{ *volume.Volume }
+
+// MultiConn says the volume may be served to several connections.
+func (sharedVolume) MultiConn() bool { return true }
+
+// nonPersistentSuffix, after a volume's name in an export name, serves a
+// non-persistent attachment of the volume: a clone made for the
+// connection and deleted when it ends.
+const nonPersistentSuffix = "+np"
+
+// nonPersistent is a clone of a volume made for one NBD connection and
+// deleted when it closes. Its flushes return at once (its contents end
+// with the connection, whatever a flush stores), and it is not shared
+// between connections: each connection to NAME+np has a clone of its own.
+type nonPersistent struct {
+	*volume.Volume
+	m  *volume.Manager
+	np npClones
+}
+
+// npSet is the gateway registry's record set of the non-persistent
+// clones being served: one record per clone, naming the server (its lease
+// owner: host and journals' directory) that made it.
+const npSet = "volume-np"
+
+// npClones records a server's non-persistent clones, so that a server
+// restarted on the same state directory deletes those its crashed
+// predecessor left.
+type npClones struct {
+	gw    *gateway.Gateway
+	owner string
+}
+
+// removeStale deletes the non-persistent clones made by a server of this
+// owner: one that is gone, since the owner's state directory is locked by
+// the caller. Failures are logged; the clones stay listed for quilt
+// volume rm.
+func (np npClones) removeStale(ctx context.Context, m *volume.Manager) {
+	recs, err := np.gw.Records(ctx, npSet)
+	if err != nil {
+		slog.Warn("volume: non-persistent clones of a previous server", "err", err)
+		return
+	}
+	for name, owner := range recs {
+		if string(owner) != np.owner {
+			continue
+		}
+		if err := m.Remove(ctx, name); err != nil && !errors.Is(err, volume.ErrNotFound) {
+			slog.Warn("volume: non-persistent clone of a previous server", "name", name, "err", err)
+			continue
+		}
+		np.gw.DeleteRecord(ctx, npSet, name)
+	}
+}
+
+// openNonPersistent clones base as NAME.np-RANDOM, records the clone as
+// this server's, and opens it.
+func openNonPersistent(ctx context.Context, m *volume.Manager, np npClones, base string) (nbd.Device, error) {
+	var r [4]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("%s.np-%x", base, r)
+	if err := np.gw.PutRecord(ctx, npSet, name, []byte(np.owner)); err != nil {
+		return nil, err
+	}
+	if err := m.Clone(ctx, base, name, false); err != nil {
+		np.gw.DeleteRecord(ctx, npSet, name)
+		return nil, err
+	}
+	v, err := m.Open(ctx, name)
+	if err != nil {
+		m.Remove(ctx, name)
+		np.gw.DeleteRecord(ctx, npSet, name)
+		return nil, err
+	}
+	return nonPersistent{v, m, np}, nil
+}
+
+// Flush returns at once: what the clone holds is dropped at Close.
+func (nonPersistent) Flush(context.Context) error { return nil }
+
+// Close closes the clone and deletes it.
+func (n nonPersistent) Close() error {
+	name := n.Name()
+	if err := n.Volume.Close(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.m.Remove(ctx, name); err != nil {
+		return fmt.Errorf("non-persistent clone %s: %w", name, err)
+	}
+	return n.np.gw.DeleteRecord(ctx, npSet, name)
 }
 
 // Close stops serving; connected clients' writes are flushed.
@@ -320,8 +500,12 @@ func (ns *nbdService) Close() error {
 
 // startUpNBD serves the volumes of quilt up's gateway on addr, with
 // journals in dir/volumes, and writes dir/nbd.env.
-func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr string) (*nbdService, error) {
+func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr, tlsMode string) (*nbdService, error) {
 	happy, err := volumeHappy(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := newNBDAuth(gw, dir, addr, tlsMode)
 	if err != nil {
 		return nil, err
 	}
@@ -336,13 +520,16 @@ func startUpNBD(ctx context.Context, s *session, gw *gateway.Gateway, dir, addr 
 		release()
 		return nil, err
 	}
-	ns, err := listenNBD(m, addr)
+	ns, err := listenNBD(ctx, m, addr, auth, npClones{gw, leaseOwner(state)})
 	if err != nil {
 		release()
 		return nil, err
 	}
 	ns.release = release
-	env := fmt.Sprintf("export QUILT_NBD=nbd://%s\n", ns.addr)
+	env := fmt.Sprintf("export QUILT_NBD=%s\n", ns.url())
+	if auth != nil {
+		env += fmt.Sprintf("export QUILT_NBD_CA=%s\n", auth.caFile)
+	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, "nbd.env"), []byte(env), 0o600); err != nil {
 		ns.Close()
 		return nil, err
@@ -363,5 +550,9 @@ func leaseOwner(state string) string {
 
 // nbdHint is quilt up's banner line for the NBD server.
 func nbdHint(ns *nbdService) string {
-	return fmt.Sprintf("NBD:   nbd://%s/NAME  (block volumes)\n       quilt volume create vm1 --size 10GiB; nbdinfo nbd://%s/vm1\n", ns.addr, ns.addr)
+	if ns.auth != nil {
+		return fmt.Sprintf("NBD:   %s/NAME  (block volumes; TLS required, server certificate from the CA %s)\n       quilt volume create vm1 --size 10GiB; quilt volume cert vm1 DIR; nbdinfo '%s/vm1?tls-certificates=DIR'\n",
+			ns.url(), ns.auth.caFile, ns.url())
+	}
+	return fmt.Sprintf("NBD:   %s/NAME  (block volumes)\n       quilt volume create vm1 --size 10GiB; nbdinfo %s/vm1\n", ns.url(), ns.url())
 }

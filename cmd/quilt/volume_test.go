@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,9 +21,10 @@ import (
 // nbdClient is a minimal NBD client (fixed newstyle, NBD_OPT_GO, simple
 // replies) for tests against `quilt volume serve` as a process.
 type nbdClient struct {
-	c    net.Conn
-	size uint64
-	seq  uint64
+	c     net.Conn
+	size  uint64
+	flags uint16 // transmission flags
+	seq   uint64
 }
 
 // dialNBD connects to addr and opens the export name.
@@ -72,7 +74,7 @@ func dialNBD(addr, name string) (*nbdClient, error) {
 			}
 			return cl, nil
 		case typ == 3 && len(d) >= 12 && binary.BigEndian.Uint16(d) == 0: // INFO_EXPORT
-			cl.size = binary.BigEndian.Uint64(d[2:])
+			cl.size, cl.flags = binary.BigEndian.Uint64(d[2:]), binary.BigEndian.Uint16(d[10:])
 		case typ&(1<<31) != 0:
 			c.Close()
 			return nil, fmt.Errorf("GO %s: error reply %#x %q", name, typ, d)
@@ -254,6 +256,174 @@ func TestCLIVolumeServeCrash(t *testing.T) {
 	}
 	if !bytes.Equal(got[:ext], flushed[:ext]) || !bytes.Equal(got[4*ext:], make([]byte, ext)) {
 		t.Fatal("extents the later writes did not touch changed")
+	}
+}
+
+// Multi-conn with real processes: `quilt volume serve` announces
+// CAN_MULTI_CONN, one connection writes (without a flush) and another
+// reads the writes back and FLUSHes, the server is SIGKILLed, and a new
+// server on the same state directory serves the writes: the flush on one
+// connection made the other's writes durable.
+func TestCLIVolumeMultiConn(t *testing.T) {
+	g := startTestGrid(t, 4)
+	gw := &chaosGateway{g: g, dir: filepath.Join(g.base, "gateway"), addr: "127.0.0.1:0"}
+	gw.start(t)
+	gw.kill()
+	if _, _, err := g.quilt(nil, "volume", "create", "vm", "--size", "12MiB", "--dir", gw.dir); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(g.base, "journals")
+	serve, addr := startVolumeServe(t, g, gw.dir, state)
+	var cs [2]*nbdClient
+	for i := range cs {
+		c, err := dialNBD(addr, "vm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.flags&(1<<8) == 0 {
+			t.Fatalf("connection %d: flags %#x without CAN_MULTI_CONN", i, c.flags)
+		}
+		cs[i] = c
+	}
+	data := pattern(3, 6<<20+12345)
+	if err := cs[0].write(1000, data); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs[1].read(1000, len(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("a connection does not read what another wrote")
+	}
+	if err := cs[1].flush(); err != nil {
+		t.Fatal(err)
+	}
+	serve.Process.Signal(syscall.SIGKILL)
+	serve.Wait()
+	for _, c := range cs {
+		c.c.Close()
+	}
+	_, addr = startVolumeServe(t, g, gw.dir, state)
+	c, err := dialNBD(addr, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = c.read(0, 12<<20); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 12<<20)
+	copy(want[1000:], data)
+	if !bytes.Equal(got, want) {
+		t.Fatal("after the crash the volume lacks writes of the connection that did not flush")
+	}
+}
+
+// Non-persistent attachments with real processes: each connection to
+// the export NAME+np gets a clone of NAME's flushed contents of its own
+// (no CAN_MULTI_CONN), listed by quilt volume ls with NAME as its origin
+// while connected; what it writes is in it alone, and the clone is gone
+// once the client disconnects, NAME unchanged. A volume that does not
+// exist has no +np export.
+func TestCLIVolumeNonPersistent(t *testing.T) {
+	g := startTestGrid(t, 4)
+	gw := &chaosGateway{g: g, dir: filepath.Join(g.base, "gateway"), addr: "127.0.0.1:0"}
+	gw.start(t)
+	gw.kill()
+	if _, _, err := g.quilt(nil, "volume", "create", "vm", "--size", "8MiB", "--dir", gw.dir); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(g.base, "journals")
+	serve, addr := startVolumeServe(t, g, gw.dir, state)
+	base := pattern(4, 5<<20)
+	p, err := dialNBD(addr, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.write(0, base); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.c.Close()
+
+	var ns [2]*nbdClient
+	for i := range ns {
+		if ns[i], err = dialNBD(addr, "vm+np"); err != nil {
+			t.Fatal(err)
+		}
+		if ns[i].flags&(1<<8) != 0 || ns[i].size != 8<<20 {
+			t.Fatalf("non-persistent attachment %d: flags %#x, size %d", i, ns[i].flags, ns[i].size)
+		}
+	}
+	mine := pattern(5, 3<<20)
+	if err := ns[0].write(1<<20, mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns[0].flush(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ns[0].read(0, 5<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte{}, base...)
+	copy(want[1<<20:], mine)
+	if !bytes.Equal(got, want) {
+		t.Fatal("a non-persistent attachment does not read its own writes over its volume's contents")
+	}
+	if got, err = ns[1].read(0, 5<<20); err != nil || !bytes.Equal(got, base) {
+		t.Fatalf("another attachment sees the first one's writes (err %v)", err)
+	}
+	out, _, err := g.quilt(nil, "volume", "ls", "--dir", gw.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(regexp.MustCompile(`(?m)^vm\.np-[0-9a-f]{8} .* vm$`).FindAllString(out, -1)); n != 2 {
+		t.Fatalf("ls shows %d clones of vm while two are attached:\n%s", n, out)
+	}
+	for _, c := range ns {
+		c.c.Close()
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out, _, err = g.quilt(nil, "volume", "ls", "--dir", gw.dir)
+		if err == nil && !strings.Contains(out, ".np-") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the clones outlive their connections (err %v):\n%s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	p, err = dialNBD(addr, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = p.read(0, 5<<20); err != nil || !bytes.Equal(got, base) {
+		t.Fatalf("the volume changed under its non-persistent attachments (err %v)", err)
+	}
+	if c, err := dialNBD(addr, "nope+np"); err == nil {
+		c.c.Close()
+		t.Fatal("opened a non-persistent attachment of no volume")
+	}
+
+	// A server killed with a clone attached leaves it; the server
+	// restarted on its state directory deletes it.
+	p.c.Close()
+	c, err := dialNBD(addr, "vm+np")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve.Process.Signal(syscall.SIGKILL)
+	serve.Wait()
+	c.c.Close()
+	if out, _, err = g.quilt(nil, "volume", "ls", "--dir", gw.dir); err != nil || !strings.Contains(out, "vm.np-") {
+		t.Fatalf("no clone left by the killed server (err %v):\n%s", err, out)
+	}
+	startVolumeServe(t, g, gw.dir, state)
+	if out, _, err = g.quilt(nil, "volume", "ls", "--dir", gw.dir); err != nil || strings.Contains(out, ".np-") {
+		t.Fatalf("the restarted server left its predecessor's clone (err %v):\n%s", err, out)
 	}
 }
 

@@ -104,7 +104,7 @@ func (g *Gateway) DeleteBucketConfig(ctx context.Context, bucketName, kind strin
 // bucketID is the namespace ID of a bucket, from this gateway's replica
 // of the registry (no pull from the grid).
 func (g *Gateway) bucketID(name string) (string, error) {
-	if CheckBucketName(name) != nil {
+	if !knownName(name) {
 		return "", ErrNoBucket
 	}
 	raw, err := g.readFile(&g.registry, "/buckets/"+name)

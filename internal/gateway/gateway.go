@@ -377,6 +377,27 @@ func CheckBucketName(name string) error {
 	return nil
 }
 
+var containerName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$`)
+
+// CheckContainerName applies the rules for a bucket made through Swift: a
+// bucket name, or 1-255 of A-Z a-z 0-9 . _ - not starting with a period,
+// as Swift's own names such as CONTAINER_segments and those swift-bench
+// makes. Such a bucket is reached through S3 path-style requests only
+// (virtual-hosted style needs a host name).
+func CheckContainerName(name string) error {
+	if CheckBucketName(name) == nil {
+		return nil
+	}
+	if !containerName.MatchString(name) {
+		return fmt.Errorf("%w: %q (a container name is 1-255 of A-Z a-z 0-9 . _ -, not starting with a period)", ErrBadBucket, name)
+	}
+	return nil
+}
+
+// knownName reports whether name may name a bucket: one S3 may make, or
+// one Swift may.
+func knownName(name string) bool { return CheckContainerName(name) == nil }
+
 // net4 reports whether s looks like an IPv4 address: four dot-separated
 // runs of digits.
 func net4(s string) bool {
@@ -434,7 +455,7 @@ func (g *Gateway) bucket(ctx context.Context, name string) (*bucket, error) {
 		delete(g.buckets, name)
 		g.mu.Unlock()
 	}
-	if CheckBucketName(name) != nil {
+	if !knownName(name) {
 		return nil, ErrNoBucket
 	}
 	raw, err := g.readFile(&g.registry, "/buckets/"+name)
@@ -468,13 +489,28 @@ func (g *Gateway) bucket(ctx context.Context, name string) (*bucket, error) {
 	return &nb, nil
 }
 
-// CreateBucket makes a bucket owned by access key owner.
+// CreateBucket makes a bucket owned by access key owner; its name must
+// follow S3's rules (CheckBucketName).
 func (g *Gateway) CreateBucket(ctx context.Context, name, owner string) error {
-	g.createMu.Lock()
-	defer g.createMu.Unlock()
 	if err := CheckBucketName(name); err != nil {
 		return err
 	}
+	return g.createBucket(ctx, name, owner)
+}
+
+// CreateContainer makes a bucket for Swift, owned by access key owner; its
+// name may be any Swift container name CheckContainerName accepts.
+func (g *Gateway) CreateContainer(ctx context.Context, name, owner string) error {
+	if err := CheckContainerName(name); err != nil {
+		return err
+	}
+	return g.createBucket(ctx, name, owner)
+}
+
+// createBucket makes a bucket of a name already checked.
+func (g *Gateway) createBucket(ctx context.Context, name, owner string) error {
+	g.createMu.Lock()
+	defer g.createMu.Unlock()
 	if _, err := g.bucket(ctx, name); err == nil {
 		return ErrBucketExists
 	}

@@ -180,3 +180,64 @@ func TestGatewayObjects(t *testing.T) {
 		t.Fatalf("get with 7 of 10 nodes down: %v", err)
 	}
 }
+
+// TestGatewaysReadEachOthersWritesAtOnce: two gateways sharing a registry
+// (behind one load balancer, say) whose background sync would come too
+// late: a key put through one is read, and deleted, through the other at
+// once, since a key a replica lacks is looked for again after pulling the
+// bucket.
+func TestGatewaysReadEachOthersWritesAtOnce(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 5})
+	ctx := context.Background()
+	open := func(dir string) *gateway.Gateway {
+		gw, err := gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: g.NodeClient(), Objects: g.Objects(object.Options{}),
+			NoSync: true, SyncEvery: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { gw.Close() })
+		return gw
+	}
+	dir1, dir2 := t.TempDir(), t.TempDir()
+	gw1 := open(dir1)
+	if err := gw1.CreateBucket(ctx, "shared", ""); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := os.ReadFile(filepath.Join(dir1, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir2, "registry"), reg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw2 := open(dir2)
+	if _, err := gw2.Head(ctx, "shared", "warm"); !errors.Is(err, gateway.ErrNoKey) {
+		t.Fatalf("head of a missing key: %v", err) // gw2 now holds the bucket open
+	}
+	for i, size := range []int{100, 20000} { // inline, then a grid object
+		key := fmt.Sprintf("k%d", i)
+		data := randBytes(size)
+		if _, err := gw1.Put(ctx, "shared", key, bytes.NewReader(data), int64(size), gateway.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := gw2.Get(ctx, "shared", key, &buf, 0, -1); err != nil || !bytes.Equal(buf.Bytes(), data) {
+			t.Fatalf("get through the second gateway just after the put through the first: %v (%d bytes)", err, buf.Len())
+		}
+	}
+	if _, err := gw1.Put(ctx, "shared", "doomed", bytes.NewReader([]byte("x")), 1, gateway.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw2.Delete(ctx, "shared", "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	// The delete was real: the first gateway, pulling the bucket (as a
+	// listing does), no longer has the key.
+	l, err := gw1.List(ctx, "shared", "doomed", "", "", 10)
+	if err != nil || len(l.Objects) != 0 {
+		t.Fatalf("listing after a delete through the other gateway: %+v %v", l.Objects, err)
+	}
+	if _, err := gw2.Head(ctx, "shared", "never"); !errors.Is(err, gateway.ErrNoKey) {
+		t.Fatalf("head of a key neither has: %v", err)
+	}
+}

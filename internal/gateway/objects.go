@@ -249,7 +249,7 @@ func (g *Gateway) lookup(ctx context.Context, bucketName, key string) (ObjectInf
 	if err != nil {
 		return ObjectInfo{}, nil, ErrNoKey
 	}
-	st, err := g.db.Stat(b.ns, p)
+	st, err := g.stat(ctx, b, p)
 	if errors.Is(err, namespace.ErrNotFound) {
 		return ObjectInfo{}, nil, ErrNoKey
 	}
@@ -266,6 +266,19 @@ func (g *Gateway) lookup(ctx context.Context, bucketName, key string) (ObjectInf
 	info, inline, err := decodeRecord(raw)
 	info.Key, info.Version = key, st.Data
 	return info, inline, err
+}
+
+// stat returns what the replica holds at path p of b; a path it does not
+// hold is looked for again after pulling the bucket from the grid, so
+// that a key written through another gateway sharing the registry (behind
+// one load balancer, say) is read and deleted at once here, not after the
+// next background sync.
+func (g *Gateway) stat(ctx context.Context, b *bucket, p string) (namespace.Info, error) {
+	st, err := g.db.Stat(b.ns, p)
+	if errors.Is(err, namespace.ErrNotFound) && g.sync(ctx, b) == nil {
+		st, err = g.db.Stat(b.ns, p)
+	}
+	return st, err
 }
 
 // Lookup returns an object's info and inline bytes, for ReadVersion.
@@ -333,7 +346,7 @@ func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
 	}
 	unlock := g.keys.lock(b.ns, p)
 	defer unlock()
-	if _, err := g.db.Stat(b.ns, p); errors.Is(err, namespace.ErrNotFound) {
+	if _, err := g.stat(ctx, b, p); errors.Is(err, namespace.ErrNotFound) {
 		return nil
 	}
 	old := g.capsAt(b, p) // the deleted version's grid objects (leases.go)

@@ -87,6 +87,13 @@ func (g *Gateway) Record(ctx context.Context, set, name string) ([]byte, error) 
 	return raw, err
 }
 
+// SyncRegistry pulls the registry from the grid, so that the records
+// read next include every change another gateway committed before the
+// call (Record alone pulls only for a record it does not have).
+func (g *Gateway) SyncRegistry(ctx context.Context) error {
+	return g.sync(ctx, &g.registry)
+}
+
 // Records returns every record of set, by name, after pulling the
 // registry from the grid.
 func (g *Gateway) Records(ctx context.Context, set string) (map[string][]byte, error) {

@@ -12,6 +12,9 @@
 //	put-get-del         Swift over KREONET, Figs. 6–11: PUT/GET/DEL operations per
 //	                    second vs object size and latency added between gateway
 //	                    and storage
+//	swift-bench         the same paper's Experiment II (Figs. 9–11) with swift-bench
+//	                    itself as the load, against Quilt's Swift API and against
+//	                    OpenStack Swift from PyPI behind the same links
 //	convergence         BaseFS, Figs. 9–15: time for a configuration write to reach
 //	                    all of 30 nodes vs delay, loss, reordering and bandwidth
 //	parallel-transfers  ownCloud/StoRM, Tables 3–7: Np parallel workers of random
@@ -49,6 +52,10 @@ type Env struct {
 	// TahoeFoolscap runs that Tahoe-LAFS on Foolscap, as the paper's
 	// did, rather than 1.20's HTTPS storage protocol.
 	TahoeFoolscap bool
+	// SwiftVenv is the venv holding OpenStack Swift and swift-bench for
+	// the swift-bench experiment; "" means openstack.DefaultVenv. It is
+	// made (pip install) if missing.
+	SwiftVenv string
 	// Scale multiplies parallel-transfers' file sizes (the paper's go to
 	// 1 GB); 0 means 1, or 0.01 with Quick.
 	Scale float64
@@ -71,6 +78,7 @@ type Experiment struct {
 var experiments = []Experiment{
 	{"write-read", "Sequential write and read throughput vs file size (Tahoe-LAFS paper, Figs. 14–19)", "qmpsu", runWriteRead},
 	{"put-get-del", "PUT/GET/DEL operations per second vs object size and added latency (Swift/KREONET paper, Figs. 6–11)", "kreonet", runPutGetDel},
+	{"swift-bench", "swift-bench PUT/GET/DEL rates vs object size and added latency, Quilt beside OpenStack Swift (Swift/KREONET paper, Experiment II, Figs. 9–11)", "kreonet", runSwiftBench},
 	{"convergence", "Time for a configuration write to reach all of 30 nodes (BaseFS paper, Figs. 9–15)", "lan", runConvergence},
 	{"parallel-transfers", "Np parallel workers of random uploads and downloads (ownCloud/StoRM paper, Tables 3–7)", "lan", runParallel},
 }

@@ -136,10 +136,11 @@ var packages = map[string]Layer{
 	// server's users file.
 	"internal/webdav": FrontEnds,
 
-	"internal/lab":          Lab,
-	"internal/lab/report":   Lab,
-	"internal/lab/scenario": Lab,
-	"internal/lab/tahoe":    Lab,
+	"internal/lab":           Lab,
+	"internal/lab/report":    Lab,
+	"internal/lab/scenario":  Lab,
+	"internal/lab/openstack": Lab,
+	"internal/lab/tahoe":     Lab,
 
 	"internal/testgrid":                  TestSupport,
 	"internal/sharestore/sharestoretest": TestSupport,

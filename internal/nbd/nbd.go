@@ -1,11 +1,12 @@
 // Package nbd serves block devices over the Network Block Device protocol
 // (layer 5): the fixed newstyle handshake with named exports
 // (NBD_OPT_EXPORT_NAME, NBD_OPT_INFO, NBD_OPT_GO, NBD_OPT_LIST,
-// NBD_OPT_ABORT) and the simple replies of the transmission phase to
-// READ, WRITE, FLUSH, TRIM, WRITE_ZEROES and DISC, with the FUA flag.
-// Structured replies, TLS, metadata contexts and multiple connections
-// per export are not offered; a client that asks is told so, as the
-// protocol says (NetworkBlockDevice/nbd doc/proto.md).
+// NBD_OPT_ABORT), TLS (NBD_OPT_STARTTLS, optional or required) and the
+// simple replies of the transmission phase to READ, WRITE, FLUSH, TRIM,
+// WRITE_ZEROES and DISC, with the FUA flag; a device may announce
+// CAN_MULTI_CONN. Structured replies and metadata contexts are not
+// offered; a client that asks is told so, as the protocol says
+// (NetworkBlockDevice/nbd doc/proto.md).
 //
 // It imports nothing of Quilt: a Device is anything sized that reads,
 // writes, flushes and zeroes (cmd/quilt serves internal/volume's volumes).
@@ -15,6 +16,7 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,12 +40,43 @@ type Device interface {
 	Close() error
 }
 
+// MultiConn is a Device that may say it is safe for several connections
+// at once (NBD_FLAG_CAN_MULTI_CONN): every connection that opened it sees
+// the others' completed writes, and a flush on any of them makes durable
+// every write completed on any of them before it.
+type MultiConn interface {
+	MultiConn() bool
+}
+
+// Peer is the client a connection comes from, as Open and Exports see it.
+type Peer struct {
+	// Remote is the client's address.
+	Remote net.Addr
+	// TLS is the connection's TLS state once the client started TLS
+	// (NBD_OPT_STARTTLS), with the client's certificates if it sent any;
+	// nil on a plain connection.
+	TLS *tls.ConnectionState
+}
+
+// ErrForbidden, wrapped by an error of Config.Open, refuses the export to
+// this client by policy (NBD_REP_ERR_POLICY) rather than as unknown.
+var ErrForbidden = errors.New("nbd: export not permitted to this client")
+
 // Config configures a Server.
 type Config struct {
-	// Exports lists the export names (NBD_OPT_LIST).
-	Exports func(ctx context.Context) ([]string, error)
-	// Open opens an export by name; an error means no such export.
-	Open func(ctx context.Context, name string) (Device, error)
+	// Exports lists the export names the peer may see (NBD_OPT_LIST).
+	Exports func(ctx context.Context, peer Peer) ([]string, error)
+	// Open opens an export by name for the peer; an error means no such
+	// export, or (wrapping ErrForbidden) one the peer may not open.
+	Open func(ctx context.Context, name string, peer Peer) (Device, error)
+	// TLS, if set, is offered to clients (NBD_OPT_STARTTLS); nil answers
+	// STARTTLS with ERR_UNSUP. Its ClientAuth says whether clients must
+	// send certificates; Open sees them in Peer.TLS.
+	TLS *tls.Config
+	// RequireTLS refuses every option but STARTTLS and ABORT before TLS
+	// is started (NBD_REP_ERR_TLS_REQD; a client sending EXPORT_NAME is
+	// hung up on). It needs TLS.
+	RequireTLS bool
 	// Logger receives connection errors; default slog.Default().
 	Logger *slog.Logger
 }
@@ -65,6 +98,7 @@ const (
 	optExportName = 1
 	optAbort      = 2
 	optList       = 3
+	optStartTLS   = 5
 	optInfo       = 6
 	optGo         = 7
 
@@ -72,7 +106,9 @@ const (
 	repServer     = 2
 	repInfo       = 3
 	repErrUnsup   = 1<<31 + 1
+	repErrPolicy  = 1<<31 + 2
 	repErrInvalid = 1<<31 + 3
+	repErrTLSReqd = 1<<31 + 5
 	repErrUnknown = 1<<31 + 6
 
 	infoExport    = 0
@@ -84,6 +120,7 @@ const (
 	tSendFUA      = 1 << 3
 	tSendTrim     = 1 << 5
 	tSendWriteZer = 1 << 6
+	tCanMultiConn = 1 << 8
 
 	cmdRead        = 0
 	cmdWrite       = 1
@@ -112,7 +149,8 @@ type Server struct {
 	wg    sync.WaitGroup
 }
 
-// New makes a server.
+// New makes a server. A Config with RequireTLS and no TLS refuses every
+// client.
 func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, conns: map[net.Conn]bool{}}
 	if s.log == nil {
@@ -173,10 +211,11 @@ func (s *Server) Close() error {
 }
 
 type conn struct {
-	c net.Conn
-	r *bufio.Reader
-	w *bufio.Writer
-	s *Server
+	c    net.Conn // the TLS connection once the client started TLS
+	r    *bufio.Reader
+	w    *bufio.Writer
+	s    *Server
+	peer Peer
 }
 
 func (c *conn) u16(v uint16) { c.w.Write(binary.BigEndian.AppendUint16(nil, v)) }
@@ -202,7 +241,8 @@ func (c *conn) reply(opt, typ uint32, data []byte) error {
 func (c *conn) replyErr(opt, typ uint32, msg string) error { return c.reply(opt, typ, []byte(msg)) }
 
 func (s *Server) handle(nc net.Conn) error {
-	c := &conn{c: nc, r: bufio.NewReaderSize(nc, 64<<10), w: bufio.NewWriterSize(nc, 64<<10), s: s}
+	c := &conn{c: nc, r: bufio.NewReaderSize(nc, 64<<10), w: bufio.NewWriterSize(nc, 64<<10), s: s,
+		peer: Peer{Remote: nc.RemoteAddr()}}
 	// The handshake has a deadline; transmission has none (a VM may idle).
 	nc.SetDeadline(time.Now().Add(30 * time.Second))
 	c.u64(nbdMagic)
@@ -236,9 +276,43 @@ func (s *Server) handle(nc net.Conn) error {
 		if err != nil {
 			return err
 		}
+		if s.cfg.RequireTLS && c.peer.TLS == nil && opt != optStartTLS && opt != optAbort {
+			if opt == optExportName {
+				return errors.New("EXPORT_NAME without TLS, which is required") // no reply possible: hang up
+			}
+			if err := c.replyErr(opt, repErrTLSReqd, "TLS is required (NBD_OPT_STARTTLS)"); err != nil {
+				return err
+			}
+			continue
+		}
 		switch opt {
+		case optStartTLS:
+			switch {
+			case n != 0:
+				err = c.replyErr(opt, repErrInvalid, "STARTTLS takes no data")
+			case s.cfg.TLS == nil:
+				err = c.replyErr(opt, repErrUnsup, "TLS is not offered")
+			case c.peer.TLS != nil:
+				err = c.replyErr(opt, repErrInvalid, "TLS already started")
+			default:
+				if err := c.reply(opt, repAck, nil); err != nil {
+					return err
+				}
+				if c.r.Buffered() != 0 {
+					return errors.New("data sent before the TLS handshake")
+				}
+				tc := tls.Server(nc, s.cfg.TLS)
+				if err := tc.HandshakeContext(s.ctx); err != nil {
+					return fmt.Errorf("TLS handshake: %w", err)
+				}
+				st := tc.ConnectionState()
+				c.c, c.r, c.w, c.peer.TLS = tc, bufio.NewReaderSize(tc, 64<<10), bufio.NewWriterSize(tc, 64<<10), &st
+			}
+			if err != nil {
+				return err
+			}
 		case optExportName:
-			dev, err := s.cfg.Open(s.ctx, string(data))
+			dev, err := s.cfg.Open(s.ctx, string(data), c.peer)
 			if err != nil {
 				return fmt.Errorf("export %q: %w", data, err) // the protocol's only answer: hang up
 			}
@@ -262,7 +336,7 @@ func (s *Server) handle(nc net.Conn) error {
 				}
 				continue
 			}
-			names, err := s.cfg.Exports(s.ctx)
+			names, err := s.cfg.Exports(s.ctx, c.peer)
 			if err != nil {
 				if err := c.replyErr(opt, repErrUnsup, err.Error()); err != nil {
 					return err
@@ -300,9 +374,13 @@ func (s *Server) handle(nc net.Conn) error {
 				}
 				continue
 			}
-			dev, err := s.cfg.Open(s.ctx, name)
+			dev, err := s.cfg.Open(s.ctx, name, c.peer)
 			if err != nil {
-				if err := c.replyErr(opt, repErrUnknown, err.Error()); err != nil {
+				typ := uint32(repErrUnknown)
+				if errors.Is(err, ErrForbidden) {
+					typ = repErrPolicy
+				}
+				if err := c.replyErr(opt, typ, err.Error()); err != nil {
 					return err
 				}
 				continue
@@ -330,8 +408,8 @@ func (s *Server) handle(nc net.Conn) error {
 			}
 			return c.transmit(dev)
 		default:
-			// STARTTLS, STRUCTURED_REPLY, metadata contexts, extended
-			// headers and anything newer.
+			// STRUCTURED_REPLY, metadata contexts, extended headers and
+			// anything newer.
 			if err := c.replyErr(opt, repErrUnsup, "not supported"); err != nil {
 				return err
 			}
@@ -345,13 +423,20 @@ func transFlags(d Device) uint16 {
 	if d.ReadOnly() {
 		f |= tReadOnly
 	}
+	if m, ok := d.(MultiConn); ok && m.MultiConn() {
+		f |= tCanMultiConn
+	}
 	return f
 }
 
 // transmit serves requests until DISC or a broken connection, and flushes
 // the device when the client leaves.
 func (c *conn) transmit(dev Device) error {
-	defer dev.Close()
+	defer func() {
+		if err := dev.Close(); err != nil {
+			c.s.log.Warn("nbd: close", "err", err)
+		}
+	}()
 	c.c.SetDeadline(time.Time{})
 	ctx := c.s.ctx
 	defer func() {

@@ -3,9 +3,17 @@ package nbd
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"sync"
 	"testing"
@@ -18,7 +26,13 @@ type memDev struct {
 	b       []byte
 	ro      bool
 	flushes int
+	multi   bool // served as a MultiConn device
 }
+
+// multiDev is a memDev that announces CAN_MULTI_CONN.
+type multiDev struct{ *memDev }
+
+func (multiDev) MultiConn() bool { return true }
 
 func (d *memDev) Size() int64    { return int64(len(d.b)) }
 func (d *memDev) ReadOnly() bool { return d.ro }
@@ -52,16 +66,33 @@ func (d *memDev) Zero(_ context.Context, off, n int64, _ bool) error {
 func (d *memDev) Close() error { return nil }
 
 func serve(t *testing.T, devs map[string]*memDev) string {
+	return serveWith(t, devs, Config{})
+}
+
+// serveWith serves devs with cfg's TLS settings, and cfg.Open (if set)
+// deciding who may open what before the device is looked up.
+func serveWith(t *testing.T, devs map[string]*memDev, cfg Config) string {
+	check := cfg.Open
 	s := New(Config{
-		Exports: func(context.Context) ([]string, error) {
+		TLS:        cfg.TLS,
+		RequireTLS: cfg.RequireTLS,
+		Exports: func(context.Context, Peer) ([]string, error) {
 			var n []string
 			for k := range devs {
 				n = append(n, k)
 			}
 			return n, nil
 		},
-		Open: func(_ context.Context, name string) (Device, error) {
+		Open: func(ctx context.Context, name string, p Peer) (Device, error) {
+			if check != nil {
+				if _, err := check(ctx, name, p); err != nil {
+					return nil, err
+				}
+			}
 			if d, ok := devs[name]; ok {
+				if d.multi {
+					return multiDev{d}, nil
+				}
 				return d, nil
 			}
 			return nil, errors.New("no such export")
@@ -239,5 +270,141 @@ func TestNBDBadHandshakeHangsUp(t *testing.T) {
 				break // the server hung up
 			}
 		}
+	}
+}
+
+// selfSigned makes a certificate and key for TLS in tests.
+func selfSigned(t *testing.T, name string) tls.Certificate {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// startTLS sends STARTTLS, expects its ACK and continues over TLS with
+// cert as the client's certificate.
+func (c *client) startTLS(cert *tls.Certificate) {
+	c.option(optStartTLS, nil)
+	if typ, d := c.reply(); typ != repAck {
+		c.t.Fatalf("STARTTLS: reply %#x %q", typ, d)
+	}
+	cfg := &tls.Config{InsecureSkipVerify: true}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	tc := tls.Client(c.c, cfg)
+	if err := tc.Handshake(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.c = tc
+}
+
+// goExport sends GO for name and returns the export's transmission flags,
+// or the error reply's type.
+func (c *client) goExport(name string) (flags uint16, errTyp uint32) {
+	c.option(optGo, goData(name))
+	for {
+		typ, d := c.reply()
+		switch {
+		case typ == repAck:
+			return flags, 0
+		case typ == repInfo && binary.BigEndian.Uint16(d) == infoExport:
+			flags = binary.BigEndian.Uint16(d[10:])
+		case typ >= 1<<31:
+			return 0, typ
+		}
+	}
+}
+
+// TestNBDStartTLS: with TLS required, a plain client gets ERR_TLS_REQD for
+// LIST and GO and is hung up on at EXPORT_NAME; after STARTTLS the export
+// opens, with Open seeing the client's certificate, which decides
+// (ERR_POLICY for a certificate it does not know); a second STARTTLS is
+// invalid; a server without TLS answers STARTTLS with ERR_UNSUP.
+func TestNBDStartTLS(t *testing.T) {
+	srv, good, bad := selfSigned(t, "server"), selfSigned(t, "good"), selfSigned(t, "bad")
+	dev := &memDev{b: make([]byte, 8192)}
+	addr := serveWith(t, map[string]*memDev{"a": dev}, Config{
+		TLS:        &tls.Config{Certificates: []tls.Certificate{srv}, ClientAuth: tls.RequestClientCert},
+		RequireTLS: true,
+		Open: func(_ context.Context, name string, p Peer) (Device, error) {
+			if p.TLS == nil || len(p.TLS.PeerCertificates) == 0 ||
+				!bytes.Equal(p.TLS.PeerCertificates[0].Raw, good.Certificate[0]) {
+				return nil, fmt.Errorf("%s: %w", name, ErrForbidden)
+			}
+			return nil, nil
+		},
+	})
+
+	plain := dial(t, addr)
+	plain.option(optList, nil)
+	if typ, _ := plain.reply(); typ != repErrTLSReqd {
+		t.Fatalf("LIST without TLS: reply %#x", typ)
+	}
+	if _, typ := plain.goExport("a"); typ != repErrTLSReqd {
+		t.Fatalf("GO without TLS: reply %#x", typ)
+	}
+	plain.option(optStartTLS, []byte{1})
+	if typ, _ := plain.reply(); typ != repErrInvalid {
+		t.Fatalf("STARTTLS with data: reply %#x", typ)
+	}
+	plain.option(optExportName, []byte("a"))
+	if _, err := plain.c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("EXPORT_NAME without TLS was answered")
+	}
+
+	c := dial(t, addr)
+	c.startTLS(&good)
+	c.option(optStartTLS, nil)
+	if typ, _ := c.reply(); typ != repErrInvalid {
+		t.Fatalf("second STARTTLS: reply %#x", typ)
+	}
+	if flags, typ := c.goExport("a"); typ != 0 || flags&tCanMultiConn != 0 {
+		t.Fatalf("GO over TLS: flags %#x, error %#x", flags, typ)
+	}
+	data := bytes.Repeat([]byte("tls!"), 512)
+	if e, _ := c.do(cmdWrite, 0, 100, uint32(len(data)), data, 0); e != 0 {
+		t.Fatalf("write over TLS: errno %d", e)
+	}
+	if e, got := c.do(cmdRead, 0, 100, uint32(len(data)), nil, len(data)); e != 0 || !bytes.Equal(got, data) {
+		t.Fatalf("read over TLS: errno %d", e)
+	}
+
+	for _, cert := range []*tls.Certificate{&bad, nil} {
+		w := dial(t, addr)
+		w.startTLS(cert)
+		if _, typ := w.goExport("a"); typ != repErrPolicy {
+			t.Fatalf("GO with a certificate not allowed: reply %#x", typ)
+		}
+	}
+
+	off := dial(t, serve(t, map[string]*memDev{"a": dev}))
+	off.option(optStartTLS, nil)
+	if typ, _ := off.reply(); typ != repErrUnsup {
+		t.Fatalf("STARTTLS to a server without TLS: reply %#x", typ)
+	}
+	if _, typ := off.goExport("a"); typ != 0 {
+		t.Fatalf("GO after refused STARTTLS: reply %#x", typ)
+	}
+}
+
+// TestNBDMultiConn: a device that says so is announced CAN_MULTI_CONN,
+// others are not.
+func TestNBDMultiConn(t *testing.T) {
+	addr := serve(t, map[string]*memDev{"m": {b: make([]byte, 512), multi: true}, "s": {b: make([]byte, 512)}})
+	if flags, typ := dial(t, addr).goExport("m"); typ != 0 || flags&tCanMultiConn == 0 {
+		t.Fatalf("multi-conn device: flags %#x, error %#x", flags, typ)
+	}
+	if flags, typ := dial(t, addr).goExport("s"); typ != 0 || flags&tCanMultiConn != 0 {
+		t.Fatalf("single-conn device: flags %#x, error %#x", flags, typ)
 	}
 }

@@ -342,11 +342,11 @@ func (m *Manager) Open(ctx context.Context, name string) (*Volume, error) {
 	return v, nil
 }
 
-// Volume is an open volume. It is safe for concurrent use; its operations
-// are serialised.
+// Volume is an open volume. It is safe for concurrent use: reads run side
+// by side, and each write, zeroing or flush runs alone.
 type Volume struct {
 	m     *Manager
-	mu    sync.Mutex
+	mu    sync.RWMutex // reads share it; writes, flushes and Close hold it alone
 	refs  int
 	info  Info             // as last committed
 	cur   map[int64]string // the map as written (extents stored, not yet committed)
@@ -398,8 +398,8 @@ func (v *Volume) check(off, n int64) error {
 
 // ReadAt fills p from offset off.
 func (v *Volume) ReadAt(ctx context.Context, p []byte, off int64) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.mu.RLock()
+	defer v.mu.RUnlock()
 	if err := v.check(off, int64(len(p))); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package s3_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -178,5 +180,45 @@ func TestTLSCertificateNames(t *testing.T) {
 		if err := leaf.VerifyHostname("other.example.com"); err == nil {
 			t.Errorf("certificate for %s names other.example.com", addr)
 		}
+	}
+}
+
+// IssueClient makes a client certificate that the gateway's CA (made on
+// first use, the same one the server certificates chain to) verifies for
+// client authentication only, with its key, and refuses a damaged CA.
+func TestIssueClient(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM, caPEM, err := s3.IssueClient(dir, "quilt volume vm1", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk, err := os.ReadFile(filepath.Join(dir, s3.CAFile))
+	if err != nil || !bytes.Equal(onDisk, caPEM) {
+		t.Fatalf("the CA returned is not the gateway's (%v)", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("client certificate does not verify: %v", err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Fatal("a client certificate verifies as a server's")
+	}
+	if cert.Subject.CommonName != "quilt volume vm1" || cert.NotAfter.Before(time.Now().AddDate(1, 11, 0)) {
+		t.Fatalf("subject %q, expires %v", cert.Subject.CommonName, cert.NotAfter)
+	}
+	if err := os.WriteFile(filepath.Join(dir, s3.CAKeyFile), []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := s3.IssueClient(dir, "x", 1); err == nil {
+		t.Fatal("issued with a damaged CA key")
 	}
 }

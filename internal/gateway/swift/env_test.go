@@ -45,6 +45,7 @@ type env struct {
 	ids   *keystone.Service
 	clock *clock
 	srv   *httptest.Server
+	api   *swift.Server
 	admin gateway.AccessKey
 	pass  string
 }
@@ -71,7 +72,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.ids = keystone.New(e.gw, keystone.Config{Now: e.clock.Now, Cost: bcrypt.MinCost})
-	e.srv = httptest.NewServer(swift.New(e.gw, e.ids, swift.Options{Region: "r1"}))
+	e.api = swift.New(e.gw, e.ids, swift.Options{Region: "r1", Now: e.clock.Now})
+	e.srv = httptest.NewServer(e.api)
 	t.Cleanup(e.srv.Close)
 	if _, err := e.ids.Register(ctx, keystone.Endpoint{Region: "r1", Public: e.srv.URL}); err != nil {
 		t.Fatal(err)

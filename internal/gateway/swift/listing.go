@@ -25,6 +25,14 @@ const setContainers = "swift-containers"
 type containerRecord struct {
 	Created time.Time         `json:"created"`
 	Meta    map[string]string `json:"meta,omitempty"`
+	// Referrers and Listings are X-Container-Read's .r: elements and
+	// .rlistings (acl.go); its projects are grants of their keys.
+	Referrers []string `json:"referrers,omitempty"`
+	Listings  bool     `json:"rlistings,omitempty"`
+	// ReadUsers and WriteUsers are the ACLs' user elements
+	// (PROJECT:USER), which access keys' grants cannot hold.
+	ReadUsers  []string `json:"read_users,omitempty"`
+	WriteUsers []string `json:"write_users,omitempty"`
 }
 
 // lastModified is Swift's listing time format.
@@ -436,6 +444,10 @@ func (s *Server) containerHeaders(q *request) (gateway.BucketInfo, bool) {
 	h.Set("X-Timestamp", timestamp(b.Created))
 	h.Set("X-Storage-Policy", "grid")
 	setMeta(h, "Container", rec.Meta)
+	if err := s.aclOut(q, q.container, rec); err != nil {
+		q.fail(err)
+		return b, false
+	}
 	return b, true
 }
 
@@ -546,9 +558,8 @@ func listEntry(info gateway.ObjectInfo) objectEntry {
 }
 
 func (s *Server) putContainer(q *request) {
-	ctx := q.r.Context()
 	h := q.r.Header
-	for _, unsupported := range []string{"X-Container-Read", "X-Container-Write", "X-Versions-Location", "X-History-Location", "X-Container-Sync-To"} {
+	for _, unsupported := range []string{"X-Versions-Location", "X-History-Location", "X-Container-Sync-To"} {
 		if h.Get(unsupported) != "" {
 			q.fail(notImplemented(unsupported))
 			return
@@ -559,34 +570,16 @@ func (s *Server) putContainer(q *request) {
 		q.fail(err)
 		return
 	}
-	status := 201
-	err = s.gw.CreateBucket(ctx, q.container, q.key.ID)
-	switch {
-	case errors.Is(err, gateway.ErrBucketExists):
-		if !q.key.Allowed(q.container, gateway.Write) {
-			q.fail(serr(403, "Forbidden: the container name is taken by another project (containers are S3 buckets, one namespace for all)."))
-			return
-		}
-		status = 202
-	case err != nil:
+	created, err := s.makeContainer(q, q.container)
+	if err != nil {
 		q.fail(err)
 		return
-	case !q.key.Admin:
-		k, err := s.gw.Key(ctx, q.key.ID)
-		if err != nil {
-			q.fail(err)
-			return
-		}
-		if k.Buckets == nil {
-			k.Buckets = map[string]gateway.Perm{}
-		}
-		k.Buckets[q.container] = gateway.Owner
-		if err := s.gw.PutKey(ctx, k); err != nil {
-			q.fail(err)
-			return
-		}
 	}
-	if len(meta) > 0 || status == 201 {
+	status := 202
+	if created {
+		status = 201
+	}
+	if len(meta) > 0 || hasACL(h) {
 		b, err := s.bucketInfo(q, q.container)
 		if err != nil {
 			q.fail(err)
@@ -597,12 +590,15 @@ func (s *Server) putContainer(q *request) {
 			q.fail(err)
 			return
 		}
-		if status == 201 {
-			rec.Meta = nil
-		}
 		if rec.Meta, err = metaUpdate(h, "container", rec.Meta); err != nil {
 			q.fail(err)
 			return
+		}
+		if hasACL(h) {
+			if err := s.setACL(q, q.container, &rec); err != nil {
+				q.fail(err)
+				return
+			}
 		}
 		if err := s.putContainerMeta(q, rec); err != nil {
 			q.fail(err)
@@ -612,6 +608,42 @@ func (s *Server) putContainer(q *request) {
 	q.empty(status)
 }
 
+// makeContainer makes a container (a bucket owned by the project's key)
+// unless it exists and the key may write to it; it reports whether it
+// made it. A new container starts with no metadata.
+func (s *Server) makeContainer(q *request, name string) (bool, error) {
+	ctx := q.r.Context()
+	err := s.gw.CreateContainer(ctx, name, q.key.ID)
+	switch {
+	case errors.Is(err, gateway.ErrBucketExists):
+		if !s.may(q, name, gateway.Write) {
+			return false, serr(403, "Forbidden: the container name is taken by another project (containers are S3 buckets, one namespace for all).")
+		}
+		return false, nil
+	case err != nil:
+		return false, err
+	case !q.key.Admin:
+		k, err := s.gw.Key(ctx, q.key.ID)
+		if err != nil {
+			return false, err
+		}
+		if k.Buckets == nil {
+			k.Buckets = map[string]gateway.Perm{}
+		}
+		k.Buckets[name] = gateway.Owner
+		if err := s.gw.PutKey(ctx, k); err != nil {
+			return false, err
+		}
+		q.key = k
+	}
+	b, err := s.bucketInfo(q, name)
+	if err != nil {
+		return true, err
+	}
+	rec, _ := json.Marshal(containerRecord{Created: b.Created})
+	return true, s.gw.PutRecord(ctx, setContainers, name, rec)
+}
+
 func (s *Server) putContainerMeta(q *request, rec containerRecord) error {
 	b, _ := json.Marshal(rec)
 	return s.gw.PutRecord(q.r.Context(), setContainers, q.container, b)
@@ -619,7 +651,7 @@ func (s *Server) putContainerMeta(q *request, rec containerRecord) error {
 
 func (s *Server) postContainer(q *request) {
 	h := q.r.Header
-	for _, unsupported := range []string{"X-Container-Read", "X-Container-Write", "X-Versions-Location", "X-History-Location", "X-Container-Sync-To"} {
+	for _, unsupported := range []string{"X-Versions-Location", "X-History-Location", "X-Container-Sync-To"} {
 		if h.Get(unsupported) != "" {
 			q.fail(notImplemented(unsupported))
 			return
@@ -642,6 +674,12 @@ func (s *Server) postContainer(q *request) {
 		q.fail(err)
 		return
 	}
+	if hasACL(h) {
+		if err := s.setACL(q, q.container, &rec); err != nil {
+			q.fail(err)
+			return
+		}
+	}
 	if err := s.putContainerMeta(q, rec); err != nil {
 		q.fail(err)
 		return
@@ -650,17 +688,9 @@ func (s *Server) postContainer(q *request) {
 }
 
 func (s *Server) deleteContainer(q *request) {
-	if _, err := s.bucketInfo(q, q.container); err != nil {
+	if err := s.removeContainer(q, q.container); err != nil {
 		q.fail(err)
 		return
 	}
-	if !s.allowed(q, q.container, gateway.Owner) {
-		return
-	}
-	if err := s.gw.DeleteBucket(q.r.Context(), q.container); err != nil {
-		q.fail(err)
-		return
-	}
-	s.gw.DeleteRecord(q.r.Context(), setContainers, q.container)
 	q.empty(204)
 }

@@ -70,7 +70,7 @@ func contentType(h http.Header, name string) string {
 }
 
 // unsupportedObjectHeaders are answered 501.
-var unsupportedObjectHeaders = []string{"X-Delete-At", "X-Delete-After", "X-Symlink-Target"}
+var unsupportedObjectHeaders = []string{"X-Symlink-Target"}
 
 func checkUnsupported(h http.Header) error {
 	for _, k := range unsupportedObjectHeaders {
@@ -119,13 +119,18 @@ func (s *Server) putObject(q *request) {
 		s.putSLO(q)
 		return
 	}
+	at, err := s.deleteAt(h)
+	if err != nil {
+		q.fail(err)
+		return
+	}
 	ctx := q.r.Context()
 	if inm := h.Get("If-None-Match"); inm != "" {
 		if inm != "*" {
 			q.fail(serr(400, "Bad Request: If-None-Match only accepts '*'"))
 			return
 		}
-		if _, err := s.gw.Head(ctx, q.container, q.object); err == nil {
+		if _, _, err := s.lookup(ctx, q.container, q.object); err == nil {
 			q.fail(errPrecondition)
 			return
 		}
@@ -157,6 +162,9 @@ func (s *Server) putObject(q *request) {
 		}
 		opt.Headers[hdrDLO] = m
 	}
+	if at != 0 {
+		opt.Headers[hdrDeleteAt] = strconv.FormatInt(at, 10)
+	}
 	if e := strings.Trim(h.Get("ETag"), `"`); e != "" {
 		want, err := hex.DecodeString(e)
 		if err != nil || len(want) != md5.Size {
@@ -170,6 +178,9 @@ func (s *Server) putObject(q *request) {
 		body = http.NoBody
 	}
 	info, err := s.gw.Put(ctx, q.container, q.object, body, size, opt)
+	if err == nil {
+		err = s.schedule(ctx, q.container, q.object, at)
+	}
 	if err != nil {
 		q.fail(err)
 		return
@@ -231,7 +242,7 @@ func (s *Server) putSLO(q *request) {
 			problems = append(problems, fmt.Sprintf("Index %d: path %q is not /container/object", i, e.Path))
 			continue
 		}
-		if !q.key.Allowed(c, gateway.Read) {
+		if !s.may(q, c, gateway.Read) {
 			problems = append(problems, fmt.Sprintf("%s: 403 Forbidden", e.Path))
 			continue
 		}
@@ -273,8 +284,16 @@ func (s *Server) putSLO(q *request) {
 		q.fail(err)
 		return
 	}
+	at, err := s.deleteAt(q.r.Header)
+	if err != nil {
+		q.fail(err)
+		return
+	}
 	opt := gateway.PutOptions{ContentType: contentType(q.r.Header, q.object), Meta: meta,
 		Headers: map[string]string{hdrSLO: "True", hdrSLOSize: strconv.FormatInt(total, 10), hdrSLOEtag: etag}}
+	if at != 0 {
+		opt.Headers[hdrDeleteAt] = strconv.FormatInt(at, 10)
+	}
 	for _, k := range keptHeaders {
 		if v := q.r.Header.Get(k); v != "" {
 			opt.Headers[k] = v
@@ -282,6 +301,9 @@ func (s *Server) putSLO(q *request) {
 	}
 	body, _ := json.Marshal(segs)
 	info, err := s.gw.Put(ctx, q.container, q.object, bytes.NewReader(body), int64(len(body)), opt)
+	if err == nil {
+		err = s.schedule(ctx, q.container, q.object, at)
+	}
 	if err != nil {
 		q.fail(err)
 		return
@@ -336,7 +358,7 @@ func (s *Server) resolve(q *request, info gateway.ObjectInfo, inline []byte) (vi
 		v.raw, v.size, v.quoted, v.etag = false, 0, true, info.Headers[hdrSLOEtag]
 		for _, sg := range segs {
 			c, o, _ := splitPath(sg.Name)
-			if !q.key.Allowed(c, gateway.Read) {
+			if !s.may(q, c, gateway.Read) {
 				return v, errForbidden
 			}
 			v.segs = append(v.segs, segment{c, o, sg.Bytes})
@@ -347,7 +369,7 @@ func (s *Server) resolve(q *request, info gateway.ObjectInfo, inline []byte) (vi
 		if err != nil {
 			return v, err
 		}
-		if !q.key.Allowed(c, gateway.Read) {
+		if !s.may(q, c, gateway.Read) {
 			return v, errForbidden
 		}
 		v.raw, v.size, v.quoted = false, 0, true
@@ -393,7 +415,7 @@ func (s *Server) getObject(q *request) {
 		return
 	}
 	ctx := q.r.Context()
-	info, inline, err := s.gw.Lookup(ctx, q.container, q.object)
+	info, inline, err := s.lookup(ctx, q.container, q.object)
 	if err != nil {
 		q.fail(err)
 		return
@@ -441,6 +463,9 @@ func (s *Server) getObject(q *request) {
 	}
 	if m := info.Headers[hdrDLO]; m != "" {
 		h.Set(hdrDLO, m)
+	}
+	if at := info.Headers[hdrDeleteAt]; at != "" {
+		h.Set(hdrDeleteAt, at)
 	}
 	if info.Headers[hdrSLO] != "" || len(info.Parts) > 0 {
 		h.Set(hdrSLO, "True")
@@ -606,7 +631,17 @@ func (s *Server) postObject(q *request) {
 			return
 		}
 	}
-	_, err = s.gw.Rewrite(q.r.Context(), q.container, q.object, q.container, q.object, func(info *gateway.ObjectInfo) {
+	at, err := s.deleteAt(h)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	ctx := q.r.Context()
+	if _, _, err := s.lookup(ctx, q.container, q.object); err != nil {
+		q.fail(err)
+		return
+	}
+	_, err = s.gw.Rewrite(ctx, q.container, q.object, q.container, q.object, func(info *gateway.ObjectInfo) {
 		info.Meta = meta
 		if ct := h.Get("Content-Type"); ct != "" {
 			info.ContentType = ct
@@ -622,8 +657,14 @@ func (s *Server) postObject(q *request) {
 				hd[k] = v
 			}
 		}
+		if at != 0 { // POST replaces the expiry too: none unless given
+			hd[hdrDeleteAt] = strconv.FormatInt(at, 10)
+		}
 		info.Headers = hd
 	})
+	if err == nil {
+		err = s.schedule(ctx, q.container, q.object, at)
+	}
 	if err != nil {
 		q.fail(err)
 		return
@@ -636,7 +677,7 @@ func (s *Server) deleteObject(q *request) {
 		return
 	}
 	ctx := q.r.Context()
-	info, inline, err := s.gw.Lookup(ctx, q.container, q.object)
+	info, inline, err := s.lookup(ctx, q.container, q.object)
 	if err != nil {
 		q.fail(err)
 		return
@@ -659,7 +700,7 @@ func (s *Server) deleteObject(q *request) {
 	var problems [][2]string
 	for _, sg := range segs {
 		c, o, _ := splitPath(sg.Name)
-		if !q.key.Allowed(c, gateway.Write) {
+		if !s.may(q, c, gateway.Write) {
 			problems = append(problems, [2]string{sg.Name, "403 Forbidden"})
 			continue
 		}
@@ -736,7 +777,12 @@ func (s *Server) copy(q *request, sc, so, dc, do string) {
 	}
 	ctx := q.r.Context()
 	h := q.r.Header
-	src, inline, err := s.gw.Lookup(ctx, sc, so)
+	at, err := s.deleteAt(h)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	src, inline, err := s.lookup(ctx, sc, so)
 	if err != nil {
 		q.fail(err)
 		return
@@ -764,6 +810,14 @@ func (s *Server) copy(q *request, sc, so, dc, do string) {
 				}
 				info.Headers[k] = v
 			}
+		}
+		// A copy is a new object: it expires only if the request says so.
+		delete(info.Headers, hdrDeleteAt)
+		if at != 0 {
+			if info.Headers == nil {
+				info.Headers = map[string]string{}
+			}
+			info.Headers[hdrDeleteAt] = strconv.FormatInt(at, 10)
 		}
 	}
 	v, err := s.resolve(q, src, inline)
@@ -799,6 +853,9 @@ func (s *Server) copy(q *request, sc, so, dc, do string) {
 		}
 		out, err = s.gw.Put(ctx, dc, do, pr, size, opt)
 		pr.CloseWithError(io.ErrClosedPipe)
+	}
+	if err == nil {
+		err = s.schedule(ctx, dc, do, at)
 	}
 	if err != nil {
 		q.fail(err)

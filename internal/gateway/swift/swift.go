@@ -56,6 +56,9 @@ type Options struct {
 	// IdleTimeout is how long HTTPServer keeps an idle keep-alive
 	// connection open; default 120 s.
 	IdleTimeout time.Duration
+	// Now is the clock of expiring objects (X-Delete-At); default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Server is the Swift API of a gateway.
@@ -156,6 +159,7 @@ type request struct {
 	object    string
 	project   keystone.Project
 	key       gateway.AccessKey
+	token     *keystone.Token // nil: a temporary URL or a public read
 	log       *slog.Logger
 }
 
@@ -233,14 +237,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.fail(errNotFound)
 		return
 	}
-	if !s.authorize(q) {
+	if isTempURL(r) {
+		if !s.authorizeTempURL(q) {
+			return
+		}
+	} else if !s.authorize(q) {
 		return
 	}
 	s.route(q)
 }
 
-// authorize checks the request's token and that it names the token's
-// project's account, and loads the project and its access key.
+// authorize checks the request's token (or, without one, a container's
+// public read ACL) and that it names the token's project's account, or a
+// container in another's, and loads the project and its access key.
 func (s *Server) authorize(q *request) bool {
 	ctx := q.r.Context()
 	tok := q.r.Header.Get("X-Auth-Token")
@@ -248,6 +257,9 @@ func (s *Server) authorize(q *request) bool {
 		tok = q.r.Header.Get("X-Storage-Token")
 	}
 	if tok == "" {
+		if s.authorizePublic(q) {
+			return true
+		}
 		q.fail(errUnauthorized)
 		return false
 	}
@@ -256,7 +268,10 @@ func (s *Server) authorize(q *request) bool {
 		q.fail(err)
 		return false
 	}
-	if q.account != "AUTH_"+t.ProjectID {
+	q.token = &t
+	// Another account's containers are reached with the grants of the
+	// token's project (container ACLs); its account itself is not.
+	if q.account != "AUTH_"+t.ProjectID && q.container == "" {
 		q.fail(errForbidden)
 		return false
 	}
@@ -280,6 +295,10 @@ func (s *Server) authorize(q *request) bool {
 // route dispatches a storage request by its path and method.
 func (s *Server) route(q *request) {
 	m := q.r.Method
+	if q.r.URL.Query().Has("extract-archive") {
+		s.extractArchive(q)
+		return
+	}
 	switch {
 	case q.container == "":
 		switch m {
@@ -289,20 +308,22 @@ func (s *Server) route(q *request) {
 			s.headAccount(q)
 		case "POST":
 			if q.r.URL.Query().Has("bulk-delete") {
-				q.fail(notImplemented("bulk delete"))
+				s.bulkDelete(q)
 				return
 			}
 			s.postAccount(q)
-		case "PUT", "DELETE":
+		case "DELETE":
+			if q.r.URL.Query().Has("bulk-delete") {
+				s.bulkDelete(q)
+				return
+			}
+			fallthrough
+		case "PUT":
 			q.fail(serr(405, "Method Not Allowed: accounts are made with projects (quilt swift project add)."))
 		default:
 			q.fail(serr(405, "Method Not Allowed"))
 		}
 	case q.object == "":
-		if q.r.URL.Query().Has("extract-archive") {
-			q.fail(notImplemented("extract-archive (bulk upload)"))
-			return
-		}
 		switch m {
 		case "GET":
 			s.listContainer(q)
@@ -342,7 +363,7 @@ func (s *Server) route(q *request) {
 // allowed checks the project's access key's permission on a container:
 // 404 if the container does not exist, 403 if the key may not.
 func (s *Server) allowed(q *request, container string, p gateway.Perm) bool {
-	if q.key.Allowed(container, p) {
+	if s.may(q, container, p) {
 		return true
 	}
 	if _, err := s.gw.Owner(q.r.Context(), container); err != nil {
@@ -388,7 +409,17 @@ func (s *Server) info(q *request) {
 			"yield_frequency":       10,
 			"allow_async_delete":    false,
 		},
-		"dlo":          map[string]any{"max_segments": ListingLimit},
+		"dlo":         map[string]any{"max_segments": ListingLimit},
+		"bulk_delete": map[string]any{"max_deletes_per_request": MaxBulkDeletes, "max_failed_deletes": MaxBulkFailures},
+		"bulk_upload": map[string]any{"max_containers_per_extraction": MaxBulkContainers, "max_failed_extractions": MaxBulkFailures},
+		"tempurl": map[string]any{
+			"methods":                 tempURLMethods,
+			"allowed_digests":         []string{"sha1", "sha256", "sha512"},
+			"incoming_remove_headers": []string{"x-timestamp"},
+			"incoming_allow_headers":  []string{},
+			"outgoing_remove_headers": []string{"x-object-meta-*"},
+			"outgoing_allow_headers":  []string{"x-object-meta-public-*"},
+		},
 		"tempauth":     map[string]any{"account_acls": false},
 		"keystoneauth": map[string]any{},
 		"healthcheck":  map[string]any{},
