@@ -128,6 +128,10 @@ func (f *FS) Close() error {
 // Namespace is what the Home records of the namespace.
 func (f *FS) Namespace() Namespace { return f.ns }
 
+// Records is how many records (entries and blocks) the replica holds of
+// the namespace.
+func (f *FS) Records() uint64 { return f.db.Count(f.cap.NS) }
+
 // Cap is the namespace's capability (what export prints).
 func (f *FS) Cap() nsclient.Cap { return f.cap }
 
