@@ -454,17 +454,44 @@ func (s *Store) CheckWrite(ctx context.Context, key string) error {
 
 // Watch reports the keys of the paths that new entries change, whoever
 // made them — this store, a cfs command sharing the replica, or another
-// writer whose entries Follow brought in (tree.Store). Only the parts of
-// the log whose digests changed are read again.
+// writer whose entries Follow brought in (tree.Store). It finds new
+// records as anti-entropy does: by the log's Merkle digests, reading
+// again only the leaves (of 65,536) whose digests changed. Changes that
+// come within watchBatch of each other are reported together.
 func (s *Store) Watch(ctx context.Context) (<-chan []string, error) {
 	db, ns := s.f.db, s.f.cap.NS
 	root := db.Root(ns)
-	digs, err := db.Digests(ns, nil)
+	var top [256]namespace.Digest
+	var leaves [256][256]namespace.Digest
+	scan := func() ([]dag.Hash, error) {
+		nt, err := db.Digests(ns, nil)
+		if err != nil {
+			return nil, err
+		}
+		var changed [][2]byte
+		for i := range nt {
+			if nt[i] == top[i] {
+				continue
+			}
+			nl, err := db.Digests(ns, []byte{byte(i)})
+			if err != nil {
+				return nil, err
+			}
+			for j := range nl {
+				if nl[j] != leaves[i][j] {
+					changed = append(changed, [2]byte{byte(i), byte(j)})
+				}
+			}
+			top[i], leaves[i] = nt[i], nl
+		}
+		return db.Hashes(ns, changed), nil
+	}
+	known := map[dag.Hash]bool{}
+	all, err := scan()
 	if err != nil {
 		return nil, err
 	}
-	known := map[dag.Hash]bool{}
-	for _, h := range db.All(ns) {
+	for _, h := range all {
 		known[h] = true
 	}
 	ch := make(chan []string, 16)
@@ -478,22 +505,18 @@ func (s *Store) Watch(ctx context.Context) (<-chan []string, error) {
 			if r == root {
 				continue
 			}
-			root = r
-			nd, err := db.Digests(ns, nil)
+			select { // let a burst of changes land
+			case <-ctx.Done():
+				return
+			case <-time.After(watchBatch):
+			}
+			root = db.Root(ns)
+			hashes, err := scan()
 			if err != nil {
 				continue
 			}
-			var leaves [][2]byte
-			for i := range nd {
-				if nd[i] != digs[i] {
-					for j := range 256 {
-						leaves = append(leaves, [2]byte{byte(i), byte(j)})
-					}
-				}
-			}
-			digs = nd
 			var keys []string
-			for _, h := range db.Hashes(ns, leaves) {
+			for _, h := range hashes {
 				if known[h] {
 					continue
 				}
@@ -514,6 +537,9 @@ func (s *Store) Watch(ctx context.Context) (<-chan []string, error) {
 	}()
 	return ch, nil
 }
+
+// watchBatch is how long Watch lets changes gather before it reads them.
+const watchBatch = 10 * time.Millisecond
 
 // Follow keeps f's replica in step with the grid until ctx ends: it syncs,
 // then waits on a node for a change (a long poll of up to 30 s) and syncs
