@@ -67,7 +67,7 @@ bench-ns:
 bench-tahoe:
 	./bench/tahoe/compare.sh
 
-## lab: the lab's four experiments in their --quick variants, results
+## lab: the lab's five experiments in their --quick variants, results
 ## (CSV, Markdown, PNG) in docs/lab/; write-read also runs Tahoe-LAFS
 ## (installed from PyPI into a venv) behind the same emulated links
 lab: build
@@ -76,6 +76,7 @@ lab: build
 	$(BIN) lab run put-get-del --quick --out docs/lab/put-get-del
 	$(BIN) lab run convergence --quick --out docs/lab/convergence
 	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
+	$(BIN) lab run cfs-mount --quick --out docs/lab/cfs-mount
 
 vet:
 	$(GO) vet ./...
