@@ -292,14 +292,25 @@ func (s *Store) kept(key string, err error) error {
 }
 
 // Put writes a file (or a link, if meta says so) at key, with the
-// executable bit meta's mode asks for.
+// executable bit meta's mode asks for; an empty marker key ("a/") makes
+// the directory. The directories above key are made if missing.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, meta map[string]string) (tree.Object, error) {
 	p, dir := pathOf(key)
-	if dir || p == "/" {
+	if p == "/" {
 		return tree.Object{}, fmt.Errorf("cfs: %q: %w", key, tree.ErrIsDir)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if dir {
+		// A directory's marker, as S3 clients make one: no bytes.
+		if n, _ := io.Copy(io.Discard, io.LimitReader(r, 1)); n > 0 {
+			return tree.Object{}, fmt.Errorf("cfs: %q: %w: a directory's marker holds no bytes", key, fs.ErrInvalid)
+		}
+		if err := s.apply(ctx, tree.Op{Key: key}); err != nil {
+			return tree.Object{}, err
+		}
+		return s.Stat(ctx, key)
+	}
 	if tree.IsLinkMeta(meta) {
 		target, err := io.ReadAll(io.LimitReader(r, 4097))
 		if err != nil {
@@ -407,7 +418,7 @@ func (s *Store) apply(ctx context.Context, op tree.Op) error {
 		if info, err := s.f.Stat(p); err == nil && info.Type == dag.Dir {
 			return nil
 		}
-		return s.kept(op.Key, s.f.Mkdir(ctx, p, false))
+		return s.kept(op.Key, s.f.Mkdir(ctx, p, true))
 	}
 	src, err := s.stat(op.From)
 	if err != nil {
