@@ -167,6 +167,8 @@ mountpoint -q "$cmnt" || { cat "$work/cmount.log"; echo "quilt mount cfs:conf di
 # Alice's grant reaches bob's node by gossip: until then his writes are refused.
 for _ in $(seq 1 60); do : 2>/dev/null >"$cmnt/apps/probe" && break; sleep 0.5; done
 t rm "$cmnt/apps/probe"
+# Alice's entries arrive in any order: wait for /etc/hosts too.
+for _ in $(seq 1 60); do [ -e "$cmnt/etc/hosts" ] && break; sleep 0.5; done
 [ "$(t cat "$cmnt/etc/hosts")" = "127.0.0.1 localhost" ]
 
 say "cfs mount: cp -r, diff -r, ln -s, chmod +x, mv, rm -r"

@@ -195,10 +195,14 @@ func TestFuseCFS(t *testing.T) {
 	sh := filepath.Join(mnt, "shared")
 
 	// The namespace as the mount first shows it.
-	within(t, "alice's /etc/hosts in bob's mount", func() error {
+	// Alice's entries arrive by gossip, in any order.
+	within(t, "alice's /etc/hosts and /var in bob's mount", func() error {
 		b, err := os.ReadFile(filepath.Join(mnt, "etc/hosts"))
 		if err == nil && string(b) != "127.0.0.1 localhost\n" {
 			t.Fatalf("/etc/hosts reads %q", b)
+		}
+		if err == nil {
+			_, err = os.Stat(filepath.Join(mnt, "var"))
 		}
 		return err
 	})
