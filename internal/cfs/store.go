@@ -221,8 +221,8 @@ func (s *Store) List(ctx context.Context, prefix, delimiter, after string, limit
 	var l tree.Listing
 	n := 0
 	for _, it := range items {
-		if it.key <= after || after != "" && strings.HasSuffix(after, "/") && delimiter != "" && strings.HasPrefix(it.key, after) {
-			continue
+		if it.key <= after {
+			continue // with the delimiter, keys under a prefix are rolled up into it
 		}
 		if limit > 0 && n == limit {
 			l.More = true
