@@ -25,7 +25,8 @@ func runMount(ctx context.Context, args []string) error {
 Mounts the file tree of a gateway's bucket on DIR with FUSE until
 'fusermount3 -u DIR', SIGINT or SIGTERM (then it unmounts and exits 0).
 Files written are spooled in DIR/spool of the gateway directory and
-committed at close and fsync. The gateway directory is used by one process
+committed at close and fsync (cfs: in $QUILT_HOME/cfs/spool). The
+gateway directory is used by one process
 at a time: to mount the buckets of a running 'quilt up' or 'quilt gateway',
 give the mount its own --dir holding a copy of that gateway's 'registry'
 file.

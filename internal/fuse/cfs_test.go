@@ -235,6 +235,10 @@ func TestFuseCFS(t *testing.T) {
 	must(os.Symlink("/etc/hosts", filepath.Join(sh, "app/abs")))
 	must(os.WriteFile(filepath.Join(sh, "app/old"), []byte("moved\n"), 0o644))
 	must(os.Rename(filepath.Join(sh, "app/old"), filepath.Join(sh, "app/new")))
+	// An overwrite (O_TRUNC of an existing file) is one entry: no empty
+	// version on the way (checked at alice's below).
+	must(os.WriteFile(filepath.Join(sh, "app/over"), []byte("v1\n"), 0o644))
+	must(os.WriteFile(filepath.Join(sh, "app/over"), []byte("v2\n"), 0o644))
 	must(os.MkdirAll(filepath.Join(sh, "tmp/x"), 0o755))
 	must(os.WriteFile(filepath.Join(sh, "tmp/x/f"), []byte("f"), 0o644))
 	must(os.RemoveAll(filepath.Join(sh, "tmp")))
@@ -249,6 +253,7 @@ func TestFuseCFS(t *testing.T) {
 	readIs(filepath.Join(sh, "app/big"), string(big))
 	readIs(filepath.Join(sh, "app/current"), "a=1\n")
 	readIs(filepath.Join(sh, "app/new"), "moved\n")
+	readIs(filepath.Join(sh, "app/over"), "v2\n")
 	if tg, err := os.Readlink(filepath.Join(sh, "app/current")); err != nil || tg != "conf.d/a.conf" {
 		t.Errorf("readlink app/current: %q, %v", tg, err)
 	}
@@ -271,7 +276,7 @@ func TestFuseCFS(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	if want := []string{"abs", "big", "conf.d", "current", "new", "plain.sh", "run.sh"}; !slices.Equal(names, want) {
+	if want := []string{"abs", "big", "conf.d", "current", "new", "over", "plain.sh", "run.sh"}; !slices.Equal(names, want) {
 		t.Errorf("app lists %v, want %v", names, want)
 	}
 
@@ -305,6 +310,13 @@ func TestFuseCFS(t *testing.T) {
 			}
 			if _, err := f.Stat("/shared/tmp"); err == nil {
 				return errors.New("/shared/tmp is still there at alice")
+			}
+			var over bytes.Buffer
+			if err := f.Cat(ctx, "/shared/app/over", &over); err != nil || over.String() != "v2\n" {
+				return fmt.Errorf("over reads %q, %v", over.String(), err)
+			}
+			if log, err := f.Log("/shared/app/over"); err != nil || len(log) != 2 {
+				t.Errorf("over's log at alice: %+v, %v; want two writes, no empty one between", log, err)
 			}
 			return nil
 		})
