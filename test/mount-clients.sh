@@ -200,14 +200,22 @@ grep -q 'Permission denied' "$work/err"
 [ ! -e "$cmnt/etc/new" ] && [ ! -e "$cmnt/tree" ]
 
 say "cfs mount: quilt cfs sees what the mount wrote, and the mount what cfs wrote"
-# Alice, through the grid (gossip brings bob's entries to her node).
-for _ in $(seq 1 60); do [ "$(q cfs cat /apps/current 2>/dev/null)" = hi ] && break; sleep 0.5; done
+# Alice, through the grid (gossip brings bob's entries to her node, in
+# any order).
+alice_has() {
+	[ "$(q cfs cat /apps/current 2>/dev/null)" = hi ] &&
+		q cfs cat /apps/b2/large 2>/dev/null | cmp -s - "$work/tree/a/b/large" &&
+		q cfs cat /apps/tree/a/f7 2>/dev/null | cmp -s - "$work/tree/a/f7" &&
+		q cfs ls -l /apps 2>/dev/null | grep -q '^-rwx.*run\.sh'
+}
+for _ in $(seq 1 60); do alice_has && break; sleep 0.5; done
 [ "$(q cfs cat /apps/current)" = hi ]
 q cfs cat /apps/b2/large | cmp - "$work/tree/a/b/large"
 q cfs cat /apps/tree/a/f7 | cmp - "$work/tree/a/f7"
 q cfs ls -l /apps | grep -q '^-rwx.*run\.sh'
 q cfs ls /apps | grep -q 'current -> tree/c/small'
 # Bob's own cfs commands run beside his mount (it keeps a replica of its own).
+for _ in $(seq 1 60); do qb cfs cat /apps/tree/c/small 2>/dev/null | grep -qx hi && break; sleep 0.5; done
 qb cfs cat /apps/tree/c/small | grep -qx hi
 # Alice's new entries show in bob's mount.
 echo "from alice" | q cfs write /apps/from-alice
