@@ -80,6 +80,7 @@ lab: build
 	$(BIN) lab run swift-bench --quick --out docs/lab/swift-bench
 	$(BIN) lab run convergence --quick --out docs/lab/convergence
 	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
+	$(BIN) lab run cfs-mount --quick --out docs/lab/cfs-mount
 
 vet:
 	$(GO) vet ./...

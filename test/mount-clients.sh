@@ -3,7 +3,13 @@
 # process) over `quilt up` (10 nodes and the gateway on 127.0.0.1): cp -r and
 # diff -r, mv of a directory, rm -r, git (init, commit, clone into the mount,
 # fsck), tar in and out byte-identical, then fusermount3 -u and the mount
-# process exits 0. Installs fuse3 and git with apt when missing; fails if
+# process exits 0. Then a mount of a configuration filesystem namespace
+# (quilt mount cfs:NAME) by a second user granted one directory: cp -r,
+# diff -r, a symbolic link, chmod +x and a script run from the mount,
+# writes elsewhere refused with EACCES while reads work, quilt cfs cat of
+# what the mount wrote (by the namespace's owner, through the grid, and by
+# the same user beside the mount), the owner's writes showing in the
+# mount, fusermount3 -u and SIGINT. Installs fuse3 and git with apt when missing; fails if
 # they cannot be installed or /dev/fuse is missing: nothing is skipped.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,9 +17,13 @@ work=$(mktemp -d)
 pid=
 mpid=
 mnt="$work/mnt"
+cmnt="$work/cmnt"
+cpid=
 cleanup() {
 	mountpoint -q "$mnt" 2>/dev/null && { fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" 2>/dev/null; } || true
+	mountpoint -q "$cmnt" 2>/dev/null && { fusermount3 -u "$cmnt" 2>/dev/null || fusermount3 -u -z "$cmnt" 2>/dev/null; } || true
 	[ -n "$mpid" ] && kill "$mpid" 2>/dev/null && wait "$mpid" 2>/dev/null || true
+	[ -n "$cpid" ] && kill "$cpid" 2>/dev/null && wait "$cpid" 2>/dev/null || true
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	rm -rf "$work"
 }
@@ -131,5 +141,106 @@ wait "$mpid" || rc=$?
 mpid=
 [ "$rc" = 0 ] || { cat "$work/mount2.log"; echo "quilt mount exited $rc on SIGTERM"; exit 1; }
 if mountpoint -q "$mnt"; then echo "still mounted after SIGTERM"; exit 1; fi
+
+say "quilt mount cfs:NAME"
+q() { t "$work/quilt" "$@"; }
+grid=$(sed -n 's/.*"grid": *"\([^"]*\)".*/\1/p' "$QUILT_HOME/config.json")
+[ -n "$grid" ] || { cat "$QUILT_HOME/config.json"; echo "no grid in config.json"; exit 1; }
+# Alice (this Home) owns namespace conf; bob (another Home, another
+# machine) gets his own key, granted /apps only.
+cap=$(q cfs bootstrap conf)
+echo "127.0.0.1 localhost" | q cfs write /etc/hosts
+q cfs mkdir /apps
+bob="$work/home-bob"
+qb() { QUILT_HOME="$bob" QUILT_GRID="$grid" t "$work/quilt" "$@"; }
+qb cfs import "$cap" --name conf 2>/dev/null
+pub=$(qb cfs genkey 2>/dev/null)
+q cfs grant "$pub" /apps
+mkdir -p "$cmnt"
+# A namespace that does not exist is an error, and nothing is mounted.
+if QUILT_HOME="$bob" QUILT_GRID="$grid" timeout 30 "$work/quilt" mount cfs:nosuch "$cmnt" 2>"$work/err"; then echo "a missing namespace was mounted"; exit 1; fi
+grep -q 'no namespace "nosuch"' "$work/err"
+QUILT_HOME="$bob" QUILT_GRID="$grid" "$work/quilt" mount cfs:conf "$cmnt" >"$work/cmount.log" 2>&1 &
+cpid=$!
+for _ in $(seq 1 60); do mountpoint -q "$cmnt" && break; sleep 0.5; done
+mountpoint -q "$cmnt" || { cat "$work/cmount.log"; echo "quilt mount cfs:conf did not mount"; exit 1; }
+# Alice's grant reaches bob's node by gossip: until then his writes are refused.
+for _ in $(seq 1 60); do : 2>/dev/null >"$cmnt/apps/probe" && break; sleep 0.5; done
+t rm "$cmnt/apps/probe"
+# Alice's entries arrive in any order: wait for /etc/hosts too.
+for _ in $(seq 1 60); do [ -e "$cmnt/etc/hosts" ] && break; sleep 0.5; done
+[ "$(t cat "$cmnt/etc/hosts")" = "127.0.0.1 localhost" ]
+
+say "cfs mount: cp -r, diff -r, ln -s, chmod +x, mv, rm -r"
+t cp -r "$work/tree" "$cmnt/apps/tree"
+t diff -r "$work/tree" "$cmnt/apps/tree"
+t ln -s tree/c/small "$cmnt/apps/current"
+[ "$(readlink "$cmnt/apps/current")" = tree/c/small ]
+[ "$(t cat "$cmnt/apps/current")" = hi ]
+printf '#!/bin/sh\necho ran from the mount\n' >"$cmnt/apps/run.sh"
+t chmod +x "$cmnt/apps/run.sh"
+[ -x "$cmnt/apps/run.sh" ]
+# The mount is another process here, so running a program stored on it is fine.
+[ "$(t "$cmnt/apps/run.sh")" = "ran from the mount" ]
+t mv "$cmnt/apps/tree/a/b" "$cmnt/apps/b2"
+t diff -r "$work/tree/a/b" "$cmnt/apps/b2"
+
+say "cfs mount: no grant outside /apps"
+if t sh -c "echo x >'$cmnt/etc/new'" 2>"$work/err"; then echo "a file was made without a grant"; exit 1; fi
+grep -q 'Permission denied' "$work/err"
+if t sh -c "echo x >'$cmnt/etc/hosts'" 2>"$work/err"; then echo "a file was overwritten without a grant"; exit 1; fi
+grep -q 'Permission denied' "$work/err"
+if t mkdir "$cmnt/etc/d" 2>"$work/err"; then echo "a directory was made without a grant"; exit 1; fi
+grep -q 'Permission denied' "$work/err"
+if t rm "$cmnt/etc/hosts" 2>"$work/err"; then echo "a file was removed without a grant"; exit 1; fi
+grep -q 'Permission denied' "$work/err"
+if t cp -r "$work/tree" "$cmnt/tree" 2>"$work/err"; then echo "cp -r to the root without a grant"; exit 1; fi
+grep -q 'Permission denied' "$work/err"
+[ "$(t cat "$cmnt/etc/hosts")" = "127.0.0.1 localhost" ]
+[ ! -e "$cmnt/etc/new" ] && [ ! -e "$cmnt/tree" ]
+
+say "cfs mount: quilt cfs sees what the mount wrote, and the mount what cfs wrote"
+# Alice, through the grid (gossip brings bob's entries to her node, in
+# any order).
+alice_has() {
+	[ "$(q cfs cat /apps/current 2>/dev/null)" = hi ] &&
+		q cfs cat /apps/b2/large 2>/dev/null | cmp -s - "$work/tree/a/b/large" &&
+		q cfs cat /apps/tree/a/f7 2>/dev/null | cmp -s - "$work/tree/a/f7" &&
+		q cfs ls -l /apps 2>/dev/null | grep -q '^-rwx.*run\.sh'
+}
+for _ in $(seq 1 60); do alice_has && break; sleep 0.5; done
+[ "$(q cfs cat /apps/current)" = hi ]
+q cfs cat /apps/b2/large | cmp - "$work/tree/a/b/large"
+q cfs cat /apps/tree/a/f7 | cmp - "$work/tree/a/f7"
+q cfs ls -l /apps | grep -q '^-rwx.*run\.sh'
+q cfs ls /apps | grep -q 'current -> tree/c/small'
+# Bob's own cfs commands run beside his mount (it keeps a replica of its own).
+for _ in $(seq 1 60); do qb cfs cat /apps/tree/c/small 2>/dev/null | grep -qx hi && break; sleep 0.5; done
+qb cfs cat /apps/tree/c/small | grep -qx hi
+# Alice's new entries show in bob's mount.
+echo "from alice" | q cfs write /apps/from-alice
+for _ in $(seq 1 60); do [ "$(cat "$cmnt/apps/from-alice" 2>/dev/null)" = "from alice" ] && break; sleep 0.5; done
+[ "$(t cat "$cmnt/apps/from-alice")" = "from alice" ]
+t rm -r "$cmnt/apps/tree"
+[ ! -e "$cmnt/apps/tree" ]
+
+say "cfs mount: fusermount3 -u, then SIGINT"
+t fusermount3 -u "$cmnt"
+timeout 20 tail --pid="$cpid" -f /dev/null || { echo "quilt mount cfs: still runs after fusermount3 -u"; exit 1; }
+rc=0
+wait "$cpid" || rc=$?
+cpid=
+[ "$rc" = 0 ] || { cat "$work/cmount.log"; echo "quilt mount cfs: exited $rc"; exit 1; }
+QUILT_HOME="$bob" QUILT_GRID="$grid" "$work/quilt" mount --ns conf cfs: "$cmnt" >"$work/cmount2.log" 2>&1 &
+cpid=$!
+for _ in $(seq 1 60); do mountpoint -q "$cmnt" && break; sleep 0.5; done
+t cmp "$cmnt/apps/b2/large" "$work/tree/a/b/large"
+[ ! -e "$cmnt/apps/tree" ]
+kill -INT "$cpid"
+rc=0
+wait "$cpid" || rc=$?
+cpid=
+[ "$rc" = 0 ] || { cat "$work/cmount2.log"; echo "quilt mount cfs: exited $rc on SIGINT"; exit 1; }
+if mountpoint -q "$cmnt"; then echo "still mounted after SIGINT"; exit 1; fi
 
 say "all mount clients passed"

@@ -41,9 +41,14 @@ type Options struct {
 	Order func([]member.Member) []member.Member
 	// GrantWait bounds how long a write by a key with no grant covering
 	// its path waits for one to arrive from the grid (a grant made a
-	// moment ago elsewhere travels by gossip); default 5 s.
+	// moment ago elsewhere travels by gossip); default 5 s. Negative: no
+	// wait (a mount, whose replica follows the grid all the time).
 	GrantWait time.Duration
-	NoSync    bool // no fsync of the replica (tests)
+	// Replica is the file of the replica; default HOME/ns.db, the one
+	// the cfs commands share. A long-lived user of a namespace (a mount)
+	// keeps its own, so the commands stay free to run beside it.
+	Replica string
+	NoSync  bool // no fsync of the replica (tests)
 }
 
 // FS is one namespace of a Home, opened: its replica and the namespace
@@ -77,7 +82,7 @@ func Open(opt Options, name string) (*FS, error) {
 }
 
 func open(opt Options, n Namespace) (*FS, error) {
-	if opt.GrantWait <= 0 {
+	if opt.GrantWait == 0 {
 		opt.GrantWait = 5 * time.Second
 	}
 	c, err := n.Cap()
@@ -90,9 +95,13 @@ func open(opt Options, n Namespace) (*FS, error) {
 
 // openDB opens the Home's replica.
 func (f *FS) openDB() error {
-	db, err := namespace.OpenDB(filepath.Join(string(f.opt.Home), "ns.db"), namespace.Options{NoSync: f.opt.NoSync})
+	file := f.opt.Replica
+	if file == "" {
+		file = filepath.Join(string(f.opt.Home), "ns.db")
+	}
+	db, err := namespace.OpenDB(file, namespace.Options{NoSync: f.opt.NoSync})
 	if err != nil {
-		return fmt.Errorf("%w (is another quilt cfs command using %s?)", err, f.opt.Home)
+		return fmt.Errorf("%w (is another quilt cfs command using %s?)", err, file)
 	}
 	if err := db.Open(f.cap.NS, &f.cap.Read, f.cap.Rules); err != nil {
 		db.Close()
@@ -118,6 +127,10 @@ func (f *FS) Close() error {
 
 // Namespace is what the Home records of the namespace.
 func (f *FS) Namespace() Namespace { return f.ns }
+
+// Records is how many records (entries and blocks) the replica holds of
+// the namespace.
+func (f *FS) Records() uint64 { return f.db.Count(f.cap.NS) }
 
 // Cap is the namespace's capability (what export prints).
 func (f *FS) Cap() nsclient.Cap { return f.cap }
@@ -264,6 +277,10 @@ func (f *FS) noGrant(pub ed25519.PublicKey, p string, revoked bool) error {
 	who := fmt.Sprintf("key %q (%s)", f.ns.Key, dag.Fingerprint(pub))
 	if revoked {
 		return fmt.Errorf("%w: %s was granted %s once, and that grant was revoked", ErrNoGrant, who, p)
+	}
+	if f.opt.GrantWait < 0 {
+		return fmt.Errorf("%w: %s has no grant covering %s in this copy of the namespace; "+
+			"someone who may write there can run: quilt cfs grant %s %s", ErrNoGrant, who, p, EncodeKey(pub), path.Dir(p))
 	}
 	return fmt.Errorf("%w: %s has no grant covering %s in this copy of the namespace (waited %s for one to arrive from the grid). "+
 		"If it was granted just now, the grant has not reached the node yet: run the command again in a moment. "+

@@ -12,7 +12,13 @@
 // step with one live node by the namespace client, which also carries
 // every change to the grid. Only one process at a time may hold a Home's
 // replica (another waits up to 5 s for it), so an FS is short-lived,
-// except Watch, which lets go of the replica while it waits.
+// except Watch, which lets go of the replica while it waits, and a mount,
+// which keeps a replica of its own (Options.Replica) that Follow keeps in
+// step with the grid.
+//
+// Store is a namespace seen as the flat keys of the file tree
+// (internal/tree), so the FUSE mount serves it as it serves a bucket
+// (quilt mount cfs:NAMESPACE).
 package cfs
 
 import (

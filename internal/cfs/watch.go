@@ -122,3 +122,49 @@ func (f *FS) anchorDir(e *dag.Entry) (string, bool) {
 	}
 	return v.Path, true
 }
+
+// Follow keeps f's replica in step with the grid until ctx ends: it syncs,
+// then waits on a node for a change (a long poll of up to 30 s) and syncs
+// again, so entries from other writers arrive within moments of reaching
+// that node, and entries kept locally are sent. trouble (if not nil) is
+// told when no node could be reached; Follow tries again after a pause.
+// Unlike Watch, it keeps the replica open.
+func (f *FS) Follow(ctx context.Context, trouble func(error)) {
+	pause := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	var lastRemote namespace.Digest
+	for ctx.Err() == nil {
+		if err := f.Sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if trouble != nil {
+				trouble(err)
+			}
+			pause(2 * time.Second)
+			continue
+		}
+		root := f.db.Root(f.cap.NS)
+		remote, err := f.c.Wait(ctx, f.cap.NS, root, 30*time.Second)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if trouble != nil {
+				trouble(err)
+			}
+			pause(2 * time.Second)
+			continue
+		}
+		if remote == lastRemote && remote != root {
+			// The node holds what this replica refuses (or the other
+			// way round): do not spin.
+			pause(time.Second)
+		}
+		lastRemote = remote
+	}
+}

@@ -1,4 +1,5 @@
-// Package fuse mounts a file tree (internal/tree, a gateway bucket) as a
+// Package fuse mounts a file tree (internal/tree: a gateway bucket, or a
+// namespace of the configuration filesystem through cfs.Store) as a
 // local filesystem with FUSE (github.com/hanwen/go-fuse/v2): lookups,
 // listings and reads go to the tree; files open for writing are spooled
 // locally (internal/tree/openfile) and committed as one new version at
@@ -48,6 +49,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Debug logs every FUSE request (go-fuse's own log).
 	Debug bool
+	// Symlinks lets symlink(2) make symbolic links (tree.Symlink), for
+	// trees whose store has links of its own (the configuration
+	// filesystem's); without it symlink(2) is EPERM. Links already in
+	// the tree show and resolve either way.
+	Symlinks bool
 }
 
 // Server is a mounted tree, served until it is unmounted.
@@ -192,7 +198,7 @@ func (m *Server) forget(p string) {
 	defer cancel()
 	i, err := m.root.stat(ctx, p)
 	switch {
-	case err == nil && i.IsDir() == ch.IsDir():
+	case err == nil && typeOf(i) == ch.StableAttr().Mode:
 	case err == nil || errors.Is(err, fs.ErrNotExist):
 		parent.NotifyEntry(name)
 	}
@@ -311,12 +317,9 @@ func (n *node) fill(i tree.Info, out *gofuse.Attr) {
 	out.Size = uint64(i.Size)
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = statfsBlock
-	out.Mode = uint32(i.Mode.Perm())
+	out.Mode = uint32(i.Mode.Perm()) | typeOf(i)
 	if i.IsDir() {
-		out.Mode |= syscall.S_IFDIR
 		out.Size, out.Blocks = statfsBlock, 8
-	} else {
-		out.Mode |= syscall.S_IFREG
 	}
 	out.Nlink = 1 // find(1) then does not count subdirectories by links
 	out.Owner = gofuse.Owner{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
@@ -325,13 +328,21 @@ func (n *node) fill(i tree.Info, out *gofuse.Attr) {
 	}
 }
 
+// typeOf is the file type bits of i's st_mode.
+func typeOf(i tree.Info) uint32 {
+	switch {
+	case i.IsDir():
+		return syscall.S_IFDIR
+	case i.Mode&fs.ModeSymlink != 0:
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}
+
 // newChild returns the inode for child name of info i: the one the
 // kernel knows if it is of the same type, else a new one.
 func (n *node) newChild(ctx context.Context, name string, i tree.Info) *gofs.Inode {
-	mode := uint32(syscall.S_IFREG)
-	if i.IsDir() {
-		mode = syscall.S_IFDIR
-	}
+	mode := typeOf(i)
 	if ch := n.GetChild(name); ch != nil && ch.StableAttr().Mode == mode {
 		return ch
 	}
@@ -398,10 +409,12 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 		defer n.mu.Unlock()
 		return n.unlinked
 	}
+	truncatedOpen := false // a file open for writing here was truncated
 	if size, ok := in.GetSize(); ok {
 		var err error = openfile.ErrClosed
 		if f := open(); f != nil {
 			err = f.Truncate(int64(size)) // ErrClosed: its last release came meanwhile
+			truncatedOpen = err == nil
 		}
 		if err != nil && !errors.Is(err, openfile.ErrClosed) {
 			return n.errno("truncate", p, err)
@@ -442,7 +455,14 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 			return n.errno("utimens", p, err)
 		}
 	}
-	if f := open(); f != nil && f.Pending() {
+	// A truncation alone of a file open for writing here (ftruncate, and
+	// the O_TRUNC of an open, which the kernel sends as a truncation
+	// after the open since go-fuse does not ask for atomic O_TRUNC) is
+	// committed with the file's writes, at close or fsync: other doors
+	// never see the file emptied on its way to new content.
+	_, chmod := in.GetMode()
+	_, chtimes := in.GetMTime()
+	if f := open(); f != nil && f.Pending() && !(truncatedOpen && !chmod && !chtimes) {
 		// Committed now, as a change of attributes shows at once: the
 		// last release may be on its way, and a release that has left
 		// the table but not yet committed shows the old version.
@@ -467,22 +487,15 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 	out := make([]gofuse.DirEntry, 0, len(list))
 	for _, i := range list {
 		seen[i.Name()] = true
-		out = append(out, dirEntry(i.Name(), i.IsDir()))
+		out = append(out, gofuse.DirEntry{Name: i.Name(), Mode: typeOf(i)})
 	}
 	for _, f := range n.m.tab.Files() {
 		name := f.Name()
 		if path.Dir("/"+name) == "/"+p && !seen[path.Base(name)] {
-			out = append(out, dirEntry(path.Base(name), false))
+			out = append(out, gofuse.DirEntry{Name: path.Base(name), Mode: syscall.S_IFREG})
 		}
 	}
 	return gofs.NewListDirStream(out), 0
-}
-
-func dirEntry(name string, dir bool) gofuse.DirEntry {
-	if dir {
-		return gofuse.DirEntry{Name: name, Mode: syscall.S_IFDIR}
-	}
-	return gofuse.DirEntry{Name: name, Mode: syscall.S_IFREG}
 }
 
 // Open opens a file: for reading, a stream of the tree's version (or the
@@ -652,9 +665,27 @@ func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string,
 	return nil, syscall.EPERM
 }
 
-// Symlink: the tree has no symbolic links.
+// Symlink makes a symbolic link if Options.Symlinks allows it, else
+// EPERM.
 func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	return nil, syscall.EPERM
+	if !n.opt.Symlinks {
+		return nil, syscall.EPERM
+	}
+	ctx, cancel := n.ctx(ctx)
+	defer cancel()
+	p := n.child(name)
+	if n.m.tab.Lookup(p) != nil {
+		return nil, syscall.EEXIST
+	}
+	if err := n.t.Symlink(ctx, target, p); err != nil {
+		return nil, n.errno("symlink", p, err)
+	}
+	i, err := n.t.Stat(ctx, p)
+	if err != nil {
+		return nil, n.errno("symlink", p, err)
+	}
+	n.fill(i, &out.Attr)
+	return n.newChild(ctx, name, i), 0
 }
 
 // Mknod: the tree has no special files.
@@ -662,9 +693,16 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *go
 	return nil, syscall.EPERM
 }
 
-// Readlink: nothing is a link.
+// Readlink reads a symbolic link's target.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	return nil, syscall.EINVAL
+	ctx, cancel := n.ctx(ctx)
+	defer cancel()
+	p := n.path()
+	target, err := n.t.Readlink(ctx, p)
+	if err != nil {
+		return nil, n.errno("readlink", p, err)
+	}
+	return []byte(target), 0
 }
 
 // reader is a file open for reading. Sequential reads share one stream of

@@ -19,6 +19,9 @@
 //	                    all of 30 nodes vs delay, loss, reordering and bandwidth
 //	parallel-transfers  ownCloud/StoRM, Tables 3–7: Np parallel workers of random
 //	                    uploads and downloads; mean time per size and efficiency
+//	cfs-mount           BaseFS, section 5.2, Figs. 20–21: cp -r of /etc into the
+//	                    configuration filesystem's FUSE mount, then a first and a
+//	                    second read, round after round, beside a local directory
 //
 // Production code paths run unchanged: the lab only gives nodes an
 // emulated memberlist transport, listeners it registers, and dial
@@ -81,6 +84,7 @@ var experiments = []Experiment{
 	{"swift-bench", "swift-bench PUT/GET/DEL rates vs object size and added latency, Quilt beside OpenStack Swift (Swift/KREONET paper, Experiment II, Figs. 9–11)", "kreonet", runSwiftBench},
 	{"convergence", "Time for a configuration write to reach all of 30 nodes (BaseFS paper, Figs. 9–15)", "lan", runConvergence},
 	{"parallel-transfers", "Np parallel workers of random uploads and downloads (ownCloud/StoRM paper, Tables 3–7)", "lan", runParallel},
+	{"cfs-mount", "cp -r /etc into the cfs FUSE mount, then two reads, beside a local directory (BaseFS paper, Figs. 20–21)", "lan", runCFSMount},
 }
 
 // Experiments lists the lab's experiments.

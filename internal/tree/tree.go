@@ -187,6 +187,9 @@ func infoOf(p string, o Object, dir bool) Info {
 		if m, err := strconv.ParseUint(v, 10, 32); err == nil {
 			i.Mode = i.Mode&^fs.ModePerm | fs.FileMode(m)&fs.ModePerm
 		}
+		if !dir && isLink(v) {
+			i.Mode |= fs.ModeSymlink
+		}
 	}
 	return i
 }

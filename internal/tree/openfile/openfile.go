@@ -129,6 +129,9 @@ func (tb *Table) Open(ctx context.Context, name string, opt Options) (*Handle, e
 		}
 		return &Handle{File: f}, nil
 	}
+	if err := tb.t.CheckWrite(ctx, name); err != nil {
+		return nil, err // refused now, not at the commit
+	}
 	st, err := tb.t.Stat(ctx, name)
 	existed := err == nil
 	switch {
