@@ -16,6 +16,9 @@
 //	                    all of 30 nodes vs delay, loss, reordering and bandwidth
 //	parallel-transfers  ownCloud/StoRM, Tables 3–7: Np parallel workers of random
 //	                    uploads and downloads; mean time per size and efficiency
+//	sshfs-fio           Tahoe-LAFS on community clouds, §5 and Figs. 14–16: fio (for
+//	                    IOzone) through an sshfs mount of Quilt's SFTP server with
+//	                    the paper's options; optionally Tahoe-LAFS's own SFTP front end
 //
 // Production code paths run unchanged: the lab only gives nodes an
 // emulated memberlist transport, listeners it registers, and dial
@@ -43,8 +46,8 @@ type Env struct {
 	Work     string // scratch space for node data (created; removed by the caller)
 	Log      io.Writer
 	Seed     int64
-	// Tahoe, if set, is the path of a tahoe program: write-read then
-	// also measures Tahoe-LAFS behind the same links.
+	// Tahoe, if set, is the path of a tahoe program: write-read and
+	// sshfs-fio then also measure Tahoe-LAFS behind the same links.
 	Tahoe string
 	// TahoeFoolscap runs that Tahoe-LAFS on Foolscap, as the paper's
 	// did, rather than 1.20's HTTPS storage protocol.
@@ -73,7 +76,16 @@ var experiments = []Experiment{
 	{"put-get-del", "PUT/GET/DEL operations per second vs object size and added latency (Swift/KREONET paper, Figs. 6–11)", "kreonet", runPutGetDel},
 	{"convergence", "Time for a configuration write to reach all of 30 nodes (BaseFS paper, Figs. 9–15)", "lan", runConvergence},
 	{"parallel-transfers", "Np parallel workers of random uploads and downloads (ownCloud/StoRM paper, Tables 3–7)", "lan", runParallel},
+	{"sshfs-fio", "fio write/read/random write/random read through an sshfs mount of the SFTP server (Tahoe-LAFS paper, §5, Figs. 14–16)", "qmpsu", runSSHFSFio},
 }
+
+// tahoeExperiments are the experiments that can measure Tahoe-LAFS
+// beside Quilt (Env.Tahoe).
+var tahoeExperiments = []string{"write-read", "sshfs-fio"}
+
+// MeasuresTahoe reports whether the experiment called name measures
+// Tahoe-LAFS when Env.Tahoe is set.
+func MeasuresTahoe(name string) bool { return slices.Contains(tahoeExperiments, name) }
 
 // Experiments lists the lab's experiments.
 func Experiments() []Experiment { return slices.Clone(experiments) }
