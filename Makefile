@@ -67,15 +67,18 @@ bench-ns:
 bench-tahoe:
 	./bench/tahoe/compare.sh
 
-## lab: the lab's four experiments in their --quick variants, results
-## (CSV, Markdown, PNG) in docs/lab/; write-read also runs Tahoe-LAFS
-## (installed from PyPI into a venv) behind the same emulated links
+## lab: the lab's five experiments in their --quick variants, results
+## (CSV, Markdown, PNG) in docs/lab/; write-read and sshfs-fio also run
+## Tahoe-LAFS (installed from PyPI into a venv) behind the same emulated
+## links; sshfs-fio needs fio, sshfs and fuse3 (bench/lab-deps.sh)
 lab: build
+	./bench/lab-deps.sh
 	$(BIN) lab run write-read --quick --tahoe --out docs/lab/write-read
 	$(BIN) lab run write-read --quick --tahoe --tahoe-foolscap --out docs/lab/write-read-foolscap
 	$(BIN) lab run put-get-del --quick --out docs/lab/put-get-del
 	$(BIN) lab run convergence --quick --out docs/lab/convergence
 	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
+	$(BIN) lab run sshfs-fio --quick --tahoe --out docs/lab/sshfs-fio
 
 vet:
 	$(GO) vet ./...

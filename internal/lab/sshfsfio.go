@@ -353,12 +353,22 @@ type opRun struct {
 	err error
 }
 
-// storedWait is how often fileRun asks a system whether a write is
-// stored, and for how long at most.
+// How often fileRun asks a system whether a write is stored: every
+// fiftieth of the time the write has taken so far, so the figure is
+// within 2% of the truth, but no more often than storedPollMin (asking
+// takes the system's time too: a Tahoe-LAFS client node answers with
+// the same Python thread that uploads) and no less than storedPollMax.
+// It waits storedMax at most.
 const (
-	storedPoll = 20 * time.Millisecond
-	storedMax  = 10 * time.Minute
+	storedPollMin = 20 * time.Millisecond
+	storedPollMax = 500 * time.Millisecond
+	storedMax     = 10 * time.Minute
 )
+
+// storedPoll is the wait before asking again, elapsed into a write.
+func storedPoll(elapsed time.Duration) time.Duration {
+	return min(max(elapsed/50, storedPollMin), storedPollMax)
+}
 
 // fileRun runs the four jobs of sshfsFioJobs on the file name at the
 // mount mnt and returns their outcomes, as many as were run: after a
@@ -378,7 +388,7 @@ func fileRun(ctx context.Context, env *Env, s sftpSystem, mnt, name string, size
 		}
 		if r.err == nil && j.Op.writes() {
 			var at time.Time
-			at, prev, r.err = waitStored(ctx, s, name, prev, size)
+			at, prev, r.err = waitStored(ctx, s, name, prev, size, start)
 			r.mbs = float64(size) / at.Sub(start).Seconds() / 1e6
 		} else if r.err == nil {
 			r.mbs = res.MBs()
@@ -397,8 +407,8 @@ func fileRun(ctx context.Context, env *Env, s sftpSystem, mnt, name string, size
 // waitStored waits until s has stored a version of name other than prev
 // with size bytes, and returns when it saw it and that version. A system
 // with idle is asked for the version only when idle, and the time
-// returned is when it was seen idle.
-func waitStored(ctx context.Context, s sftpSystem, name, prev string, size int64) (time.Time, string, error) {
+// returned is when it was seen idle. The write started at start.
+func waitStored(ctx context.Context, s sftpSystem, name, prev string, size int64, start time.Time) (time.Time, string, error) {
 	deadline := time.Now().Add(storedMax)
 	var n int64
 	for {
@@ -427,7 +437,7 @@ func waitStored(ctx context.Context, s sftpSystem, name, prev string, size int64
 		select {
 		case <-ctx.Done():
 			return now, "", ctx.Err()
-		case <-time.After(storedPoll):
+		case <-time.After(storedPoll(time.Since(start))):
 		}
 	}
 }
