@@ -90,6 +90,7 @@ func (j fioJob) args() ([]string, error) {
 		"--fallocate=none",
 		"--randseed=" + strconv.FormatUint(j.Seed, 10),
 		"--verify=crc32c",
+		"--verify_state_save=0", // no state files in the working directory
 		"--runtime=" + strconv.Itoa(int(j.Runtime/time.Second)),
 		"--output-format=json",
 	}
