@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"path/filepath"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/lab/tahoe"
 )
@@ -19,7 +20,8 @@ type tahoeBeside struct {
 }
 
 // startTahoeBeside starts env.Tahoe's grid beside cl (3-of-10, happiness
-// 7, as Quilt's) with its node directories under dir. The caller closes it.
+// 7, as Quilt's) with its node directories under dir, waiting up to
+// tahoeStartTimeout for it. The caller closes it.
 func startTahoeBeside(ctx context.Context, env *Env, cl *Cluster, dir string) (*tahoeBeside, error) {
 	sc := cl.Scenario
 	storage := sc.Role("storage")
@@ -36,7 +38,7 @@ func startTahoeBeside(ctx context.Context, env *Env, cl *Cluster, dir string) (*
 	}
 	env.logf("starting a Tahoe-LAFS grid of %d storage nodes behind the same links", len(storage))
 	g, err := tahoe.Start(ctx, tahoe.Options{Tahoe: env.Tahoe, Dir: filepath.Join(dir, "tahoe"),
-		Storage: len(storage), K: 3, N: 10, Happy: 7,
+		Storage: len(storage), K: 3, N: 10, Happy: 7, StartTimeout: tahoeStartTimeout,
 		Net: cl.Net, ClientHost: t.client, StorageHosts: t.hosts, Log: env.Log, Foolscap: env.TahoeFoolscap})
 	if err != nil {
 		return nil, err
@@ -44,6 +46,13 @@ func startTahoeBeside(ctx context.Context, env *Env, cl *Cluster, dir string) (*
 	t.Grid = g
 	return t, nil
 }
+
+// tahoeStartTimeout is how long the lab waits for a Tahoe-LAFS grid to
+// come up (and for its client node to come back with SFTP): its twelve
+// Python processes took 1.5 min to connect on this two-core machine
+// shared with other work, and more than Tahoe's default 2 min when it
+// was busier.
+const tahoeStartTimeout = 6 * time.Minute
 
 // At gives the Tahoe client the links of the scenario client called
 // name: to and from every storage node, and its host's limits (none if
