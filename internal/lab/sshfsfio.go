@@ -358,11 +358,9 @@ type opRun struct {
 // within 2% of the truth, but no more often than storedPollMin (asking
 // takes the system's time too: a Tahoe-LAFS client node answers with
 // the same Python thread that uploads) and no less than storedPollMax.
-// It waits storedMax at most.
 const (
 	storedPollMin = 20 * time.Millisecond
 	storedPollMax = 500 * time.Millisecond
-	storedMax     = 10 * time.Minute
 )
 
 // storedPoll is the wait before asking again, elapsed into a write.
@@ -388,7 +386,7 @@ func fileRun(ctx context.Context, env *Env, s sftpSystem, mnt, name string, size
 		}
 		if r.err == nil && j.Op.writes() {
 			var at time.Time
-			at, prev, r.err = waitStored(ctx, s, name, prev, size, start)
+			at, prev, r.err = waitStored(ctx, s, name, prev, size, start, runtime)
 			r.mbs = float64(size) / at.Sub(start).Seconds() / 1e6
 		} else if r.err == nil {
 			r.mbs = res.MBs()
@@ -407,14 +405,15 @@ func fileRun(ctx context.Context, env *Env, s sftpSystem, mnt, name string, size
 // waitStored waits until s has stored a version of name other than prev
 // with size bytes, and returns when it saw it and that version. A system
 // with idle is asked for the version only when idle, and the time
-// returned is when it was seen idle. The write started at start.
-func waitStored(ctx context.Context, s sftpSystem, name, prev string, size int64, start time.Time) (time.Time, string, error) {
-	deadline := time.Now().Add(storedMax)
+// returned is when it was seen idle. The write started at start (the
+// poll slows as it ages); waiting longer than limit is an error.
+func waitStored(ctx context.Context, s sftpSystem, name, prev string, size int64, start time.Time, limit time.Duration) (time.Time, string, error) {
+	deadline := time.Now().Add(limit)
 	var n int64
 	for {
 		now := time.Now()
 		if now.After(deadline) {
-			return now, "", fmt.Errorf("lab: %s: %s not stored with %d bytes %s after fio ended (have %d)", s.name, name, size, storedMax, n)
+			return now, "", fmt.Errorf("lab: %s: %s not stored with %d bytes %s after fio ended (have %d)", s.name, name, size, limit, n)
 		}
 		idle := true
 		if s.idle != nil {

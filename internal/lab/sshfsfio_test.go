@@ -252,8 +252,11 @@ func TestFileRunLocal(t *testing.T) {
 	never := sftpSystem{name: "never", stored: func(context.Context, string) (string, int64, error) { return "", 0, nil }}
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, _, err := waitStored(cctx, never, "g", "", size, time.Now()); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := waitStored(cctx, never, "g", "", size, time.Now(), time.Minute); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("waiting for a file never stored: got %v", err)
+	}
+	if _, _, err := waitStored(ctx, never, "g", "", size, time.Now(), 100*time.Millisecond); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting past the limit for a file never stored: got %v, want the lab's error", err)
 	}
 	for _, c := range []struct{ elapsed, want time.Duration }{
 		{0, storedPollMin}, {time.Second, storedPollMin}, {5 * time.Second, 100 * time.Millisecond}, {time.Hour, storedPollMax},
