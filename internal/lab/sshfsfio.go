@@ -131,7 +131,10 @@ func runSSHFSFio(ctx context.Context, env *Env) error {
 		}
 	}
 
-	repeats, runtime := 3, 30*time.Minute
+	// A job's bound is also how long a write may take to be stored: a
+	// 128 MiB file takes 50 min through the worst qmpsu client's
+	// 1.2 Mbit/s uplink (3⅓ × 128 MiB of shares).
+	repeats, runtime := 3, 90*time.Minute
 	if env.Quick {
 		repeats, runtime = 1, 3*time.Minute
 	}
