@@ -70,10 +70,12 @@ bench-tahoe:
 	./bench/tahoe/compare.sh
 
 ## lab: the lab's experiments in their --quick variants, results (CSV,
-## Markdown, PNG) in docs/lab/; write-read also runs Tahoe-LAFS and
-## swift-bench OpenStack Swift (installed from PyPI into venvs) behind the
-## same emulated links
+## Markdown, PNG) in docs/lab/; write-read and sshfs-fio also run
+## Tahoe-LAFS, and swift-bench OpenStack Swift (installed from PyPI into
+## venvs), behind the same emulated links; sshfs-fio needs fio, sshfs and
+## fuse3 (bench/lab-deps.sh)
 lab: build
+	./bench/lab-deps.sh
 	$(BIN) lab run write-read --quick --tahoe --out docs/lab/write-read
 	$(BIN) lab run write-read --quick --tahoe --tahoe-foolscap --out docs/lab/write-read-foolscap
 	$(BIN) lab run put-get-del --quick --out docs/lab/put-get-del
@@ -81,6 +83,7 @@ lab: build
 	$(BIN) lab run convergence --quick --out docs/lab/convergence
 	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
 	$(BIN) lab run cfs-mount --quick --out docs/lab/cfs-mount
+	$(BIN) lab run sshfs-fio --quick --tahoe --out docs/lab/sshfs-fio
 
 vet:
 	$(GO) vet ./...

@@ -26,8 +26,8 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	quick := fs.Bool("quick", false, "the small variant: a few minutes on two cores")
 	out := fs.String("out", "", "results directory (default lab-results/EXPERIMENT)")
 	work := fs.String("work", "", "scratch directory for node data (default: a temporary one, removed after)")
-	withTahoe := fs.Bool("tahoe", false, "write-read: also measure Tahoe-LAFS (installed from PyPI into a venv) behind the same links")
-	foolscap := fs.Bool("tahoe-foolscap", false, "write-read: run that Tahoe-LAFS on Foolscap (as in the paper) instead of its HTTPS storage protocol")
+	withTahoe := fs.Bool("tahoe", false, "write-read, sshfs-fio: also measure Tahoe-LAFS (installed from PyPI into a venv) behind the same links")
+	foolscap := fs.Bool("tahoe-foolscap", false, "write-read, sshfs-fio: run that Tahoe-LAFS on Foolscap (as in the paper) instead of its HTTPS storage protocol")
 	venv := fs.String("tahoe-venv", "", "venv holding tahoe-lafs (default ~/.cache/quilt-bench/tahoe-venv; made if missing)")
 	swiftVenv := fs.String("swift-venv", "", "swift-bench: venv holding OpenStack Swift and swift-bench (default ~/.cache/quilt-bench/swift-venv-VERSIONS; made if missing)")
 	scale := fs.Float64("scale", 0, "parallel-transfers: multiply the paper's 100 kB … 1 GB sizes (default 1, --quick 0.01)")
@@ -91,8 +91,8 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 		env.Work = d
 	}
 	if *withTahoe {
-		if name != "write-read" {
-			return fmt.Errorf("--tahoe applies to write-read only")
+		if !lab.MeasuresTahoe(name) {
+			return fmt.Errorf("--tahoe applies to write-read and sshfs-fio only")
 		}
 		fmt.Fprintln(os.Stderr, "quilt lab: making sure Tahoe-LAFS", tahoe.Version, "is installed (pip, the first time a few minutes)")
 		bin, err := tahoe.EnsureVenv(ctx, *venv)

@@ -22,6 +22,9 @@
 //	cfs-mount           BaseFS, section 5.2, Figs. 20–21: cp -r of /etc into the
 //	                    configuration filesystem's FUSE mount, then a first and a
 //	                    second read, round after round, beside a local directory
+//	sshfs-fio           Tahoe-LAFS on community clouds, §5 and Figs. 14–16: fio (for
+//	                    IOzone) through an sshfs mount of Quilt's SFTP server with
+//	                    the paper's options; optionally Tahoe-LAFS's own SFTP front end
 //
 // Production code paths run unchanged: the lab only gives nodes an
 // emulated memberlist transport, listeners it registers, and dial
@@ -49,8 +52,8 @@ type Env struct {
 	Work     string // scratch space for node data (created; removed by the caller)
 	Log      io.Writer
 	Seed     int64
-	// Tahoe, if set, is the path of a tahoe program: write-read then
-	// also measures Tahoe-LAFS behind the same links.
+	// Tahoe, if set, is the path of a tahoe program: write-read and
+	// sshfs-fio then also measure Tahoe-LAFS behind the same links.
 	Tahoe string
 	// TahoeFoolscap runs that Tahoe-LAFS on Foolscap, as the paper's
 	// did, rather than 1.20's HTTPS storage protocol.
@@ -85,7 +88,16 @@ var experiments = []Experiment{
 	{"convergence", "Time for a configuration write to reach all of 30 nodes (BaseFS paper, Figs. 9–15)", "lan", runConvergence},
 	{"parallel-transfers", "Np parallel workers of random uploads and downloads (ownCloud/StoRM paper, Tables 3–7)", "lan", runParallel},
 	{"cfs-mount", "cp -r /etc into the cfs FUSE mount, then two reads, beside a local directory (BaseFS paper, Figs. 20–21)", "lan", runCFSMount},
+	{"sshfs-fio", "fio write/read/random write/random read through an sshfs mount of the SFTP server (Tahoe-LAFS paper, §5, Figs. 14–16)", "qmpsu", runSSHFSFio},
 }
+
+// tahoeExperiments are the experiments that can measure Tahoe-LAFS
+// beside Quilt (Env.Tahoe).
+var tahoeExperiments = []string{"write-read", "sshfs-fio"}
+
+// MeasuresTahoe reports whether the experiment called name measures
+// Tahoe-LAFS when Env.Tahoe is set.
+func MeasuresTahoe(name string) bool { return slices.Contains(tahoeExperiments, name) }
 
 // Experiments lists the lab's experiments.
 func Experiments() []Experiment { return slices.Clone(experiments) }

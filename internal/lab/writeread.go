@@ -12,7 +12,6 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/lab/report"
-	"github.com/quilt-grid/quilt/internal/lab/tahoe"
 )
 
 // recordSize is the record length of the IOzone runs in the Tahoe-LAFS
@@ -117,28 +116,10 @@ func runWriteRead(ctx context.Context, env *Env) error {
 	defer cl.Close()
 
 	// Tahoe-LAFS, if asked for, runs beside it on the same emulated
-	// network: its storage node i sits behind the links of scenario node
-	// i, and its one client node takes the links of whichever scenario
-	// client is being measured.
-	var tg *tahoe.Grid
-	const tahoeClient = "tahoe-client"
-	var tahoeHosts []string
-	storage := sc.Role("storage")
+	// network.
+	var tg *tahoeBeside
 	if env.Tahoe != "" {
-		for _, sn := range storage {
-			tahoeHosts = append(tahoeHosts, "tahoe-"+sn.Name)
-		}
-		for i, a := range storage {
-			for j, b := range storage {
-				if i != j {
-					cl.Net.SetLink(tahoeHosts[i], tahoeHosts[j], sc.Link(a.Name, b.Name))
-				}
-			}
-		}
-		env.logf("starting a Tahoe-LAFS grid of %d storage nodes behind the same links", len(storage))
-		tg, err = tahoe.Start(ctx, tahoe.Options{Tahoe: env.Tahoe, Dir: filepath.Join(work, "tahoe"),
-			Storage: len(storage), K: 3, N: 10, Happy: 7,
-			Net: cl.Net, ClientHost: tahoeClient, StorageHosts: tahoeHosts, Log: env.Log, Foolscap: env.TahoeFoolscap})
+		tg, err = startTahoeBeside(ctx, env, cl, work)
 		if err != nil {
 			return fmt.Errorf("lab: tahoe: %w", err)
 		}
@@ -178,18 +159,8 @@ func runWriteRead(ctx context.Context, env *Env) error {
 			},
 		}}
 		if tg != nil {
-			for i, sn := range storage {
-				cl.Net.SetLink(tahoeClient, tahoeHosts[i], sc.Link(c.Name, sn.Name))
-				cl.Net.SetLink(tahoeHosts[i], tahoeClient, sc.Link(sn.Name, c.Name))
-			}
-			if lim, ok := sc.HostLimit(c.Name); ok {
-				cl.Net.SetHost(tahoeClient, lim)
-			}
-			name := "tahoe-lafs"
-			if env.TahoeFoolscap {
-				name += " (foolscap)"
-			}
-			systems = append(systems, system{name: name, put: func(ctx context.Context, r io.Reader, _ int64) (string, error) {
+			tg.At(c.Name)
+			systems = append(systems, system{name: tg.systemName(env), put: func(ctx context.Context, r io.Reader, _ int64) (string, error) {
 				return tg.Put(ctx, r)
 			}, get: tg.Get})
 		}

@@ -35,6 +35,22 @@ type nodeConfig struct {
 	// Foolscap makes the node speak only Foolscap for storage
 	// (force_foolscap), the protocol of Tahoe-LAFS before 1.19.
 	Foolscap bool
+	// SFTP, if set, enables the client's SFTP front end ([sftpd]).
+	SFTP *sftpConfig
+}
+
+// sftpConfig is the [sftpd] section of a client node: Tahoe's own SFTP
+// server (allmydata/frontends/sftpd.py), which logs users in by public
+// key only (allmydata/frontends/auth.py) and gives each the directory
+// its accounts file names as "/".
+type sftpConfig struct {
+	Port int // loopback port it listens on
+	// HostPub and HostPriv are the paths of the host key's public half
+	// (authorized_keys form) and private half (OpenSSH form); Tahoe opens
+	// them relative to its working directory, so they are absolute.
+	HostPub, HostPriv string
+	// Accounts is the accounts file, relative to the node directory.
+	Accounts string
 }
 
 // tahoeCfg returns the text of c's tahoe.cfg: what `tahoe create-node`
@@ -98,6 +114,14 @@ func (c nodeConfig) tahoeCfg() string {
 	}
 	b.WriteString("\n[helper]\n")
 	kv("enabled", "false")
+	if c.Role == clientRole && c.SFTP != nil {
+		b.WriteString("\n[sftpd]\n")
+		kv("enabled", "true")
+		kv("port", fmt.Sprintf("tcp:%d:interface=127.0.0.1", c.SFTP.Port))
+		kv("host_pubkey_file", c.SFTP.HostPub)
+		kv("host_privkey_file", c.SFTP.HostPriv)
+		kv("accounts.file", c.SFTP.Accounts)
+	}
 	return b.String()
 }
 
@@ -120,6 +144,24 @@ func (c nodeConfig) tacFile() (name, text string) {
 // make it a YAML string whatever else it holds.
 func introducersYAML(furl string) string {
 	return "introducers:\n  default:\n    furl: '" + furl + "'\n"
+}
+
+// accountLine is the line of an [sftpd] accounts file that lets user log
+// in with the public key authorizedKey (one authorized_keys line, without
+// options or comment) and see the directory rootcap as "/". Tahoe-LAFS
+// 1.20 takes keys only; password lines are refused at start.
+func accountLine(user, authorizedKey, rootcap string) (string, error) {
+	if user == "" || strings.ContainsAny(user, " \t\n#") || strings.HasPrefix(user, "#") {
+		return "", fmt.Errorf("%w: SFTP user %q: want one word", ErrOptions, user)
+	}
+	f := strings.Fields(authorizedKey)
+	if len(f) < 2 || !strings.HasPrefix(f[0], "ssh-") {
+		return "", fmt.Errorf("%w: SFTP key %q: want \"ssh-TYPE BASE64\"", ErrOptions, authorizedKey)
+	}
+	if !strings.HasPrefix(rootcap, "URI:DIR2:") || strings.ContainsAny(rootcap, " \t\n") {
+		return "", fmt.Errorf("%w: SFTP root %q: want a directory write cap (URI:DIR2:...)", ErrOptions, rootcap)
+	}
+	return user + " " + f[0] + " " + f[1] + " " + rootcap + "\n", nil
 }
 
 // writeNode creates the node directory dir for c: tahoe.cfg, the .tac

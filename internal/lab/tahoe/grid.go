@@ -121,8 +121,12 @@ type Grid struct {
 	python  string // interpreter of opt.Tahoe
 	web     string // base URL of the client's web API
 	http    *http.Client
-	procs   []*process
 	proxies []*linkemu.Proxy
+	furl    string     // the introducer's
+	client  nodeConfig // the client node's configuration
+
+	mu    sync.Mutex // guards procs (EnableSFTP replaces the client's)
+	procs []*process
 	// deadline ends Start's waiting (Options.StartTimeout).
 	deadline time.Time
 
@@ -198,6 +202,7 @@ func Start(ctx context.Context, opt Options) (_ *Grid, err error) {
 		return nil, err
 	}
 	g.logf("introducer up after %.1fs", time.Since(t0).Seconds())
+	g.furl = furl
 
 	for i := range opt.Storage {
 		c := nodeConfig{Role: storageRole, Nickname: fmt.Sprintf("storage%d", i), TubPort: tubPorts[i], Foolscap: opt.Foolscap}
@@ -208,8 +213,8 @@ func Start(ctx context.Context, opt Options) (_ *Grid, err error) {
 			return nil, err
 		}
 	}
-	client := nodeConfig{Role: clientRole, Nickname: "client", WebPort: webPort, K: opt.K, N: opt.N, Happy: opt.Happy, Foolscap: opt.Foolscap}
-	if err := g.run(client, "client", furl); err != nil {
+	g.client = nodeConfig{Role: clientRole, Nickname: "client", WebPort: webPort, K: opt.K, N: opt.N, Happy: opt.Happy, Foolscap: opt.Foolscap}
+	if err := g.run(g.client, "client", furl); err != nil {
 		return nil, err
 	}
 	if err := g.waitConnected(ctx); err != nil {
@@ -240,8 +245,9 @@ func (g *Grid) ProxyAddrs() []string {
 func (g *Grid) Close() error {
 	g.closeOnce.Do(func() {
 		var wg sync.WaitGroup
-		errs := make([]error, len(g.procs))
-		for i, p := range g.procs {
+		procs := g.processes()
+		errs := make([]error, len(procs))
+		for i, p := range procs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -269,8 +275,17 @@ func (g *Grid) run(c nodeConfig, name, furl string) error {
 	if err != nil {
 		return err
 	}
+	g.mu.Lock()
 	g.procs = append(g.procs, p)
+	g.mu.Unlock()
 	return nil
+}
+
+// processes returns the running nodes' processes.
+func (g *Grid) processes() []*process {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]*process(nil), g.procs...)
 }
 
 // pollEvery is how often Start checks whether the grid is up.
@@ -288,7 +303,7 @@ func (g *Grid) poll(ctx context.Context, what string, check func() (bool, error)
 		if err != nil || done {
 			return err
 		}
-		for _, p := range g.procs {
+		for _, p := range g.processes() {
 			if err := p.exited(); err != nil {
 				return fmt.Errorf("%w (waiting for %s)", err, what)
 			}
