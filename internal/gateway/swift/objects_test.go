@@ -3,11 +3,11 @@ package swift_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
