@@ -346,6 +346,11 @@ func (n *Node) meta() member.Meta {
 	return m
 }
 
+// UsageChanged tells the node that its store's usage changed behind its
+// API (a share its repairer moved away), so that its gossip metadata says
+// so within a second or so.
+func (n *Node) UsageChanged() { n.usageChanged() }
+
 // usageChanged schedules a metadata update.
 func (n *Node) usageChanged() {
 	select {
@@ -501,6 +506,9 @@ func (n *Node) Members() []member.Member { return n.members.Members() }
 // as the node is), for a higher layer working on the node's behalf (a
 // repairer).
 func (n *Node) LocalClient() *Client { return NewClientDial(n.Invite(), n.id, n.cfg.Dial) }
+
+// Zone returns the node's zone (Config.Zone).
+func (n *Node) Zone() string { return n.cfg.Zone }
 
 // Dir returns the node's data directory.
 func (n *Node) Dir() string { return n.cfg.Dir }

@@ -214,7 +214,9 @@ func (r *Repairer) move(ctx context.Context, info sharestore.Info, target string
 	root := hex.EncodeToString(info.Root[:])
 	for _, s := range there {
 		if s.Share == info.Share && s.Size == info.Size && s.Root == root {
-			return store.Remove(ctx, info.Key)
+			err := store.Remove(ctx, info.Key)
+			r.node.UsageChanged()
+			return err
 		}
 	}
 	return fmt.Errorf("node %.8s does not list the copy it took", target)

@@ -5,6 +5,9 @@
 // the storage index among the live nodes), checks the object and
 // rebuilds its missing and quarantined shares from any k good ones
 // (object.Client.Repair), moving at most Budget bytes of shares a second.
+// Under the same budget it moves the shares of a drained node away
+// (drain.go), and, when its node has clearly more of its capacity in use
+// than the grid, shares to emptier nodes (rebalance.go).
 package repairer
 
 import (
@@ -54,6 +57,13 @@ type Config struct {
 	// it rebuilds (object.Options.LeaseTerm); default 90 days.
 	LeaseTerm time.Duration
 	Stall     time.Duration // object.Options.Stall; default 20 s
+	// Spread is how far above the grid's used fraction of capacity the
+	// node's must be before its passes move shares to emptier nodes
+	// (rebalance.go); default 0.05 (5 points), negative: never.
+	Spread float64
+	// RebalanceMax bounds the bytes of shares one rebalancing pass sends
+	// away; default 1 GiB.
+	RebalanceMax int64
 	Logger    *slog.Logger
 }
 
@@ -80,6 +90,9 @@ type Repairer struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	rebalanceMu sync.Mutex // one rebalancing pass at a time
+	rebalancing bool       // the last pass found the node above the grid
 }
 
 // New returns a repairer of the node, and starts its passes unless
@@ -174,6 +187,15 @@ func (r *Repairer) loop(every time.Duration) {
 			r.log.Warn("repair pass", "err", err)
 		} else if res.Repaired > 0 || res.Failed > 0 {
 			r.log.Info("repair pass done", "objects", res.Objects, "repaired", res.Repaired, "failed", res.Failed)
+		}
+		reb, err := r.RebalancePass(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.log.Warn("rebalance pass", "err", err)
+		} else if reb.Moved > 0 || reb.Failed > 0 {
+			r.log.Info("rebalance pass done", "moved", reb.Moved, "bytes", reb.Bytes, "failed", reb.Failed)
 		}
 		t := time.NewTimer(max(time.Until(start.Add(every)), 0))
 		select {
