@@ -64,7 +64,7 @@ type Config struct {
 	// RebalanceMax bounds the bytes of shares one rebalancing pass sends
 	// away; default 1 GiB.
 	RebalanceMax int64
-	Logger    *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Result is what one pass did.
