@@ -141,7 +141,7 @@ func (r *Repairer) DrainPass(ctx context.Context) (DrainResult, error) {
 		for _, info := range infos {
 			target, doubled, err := r.pick(si, reachable, holders, info.Size)
 			if err == nil {
-				err = r.move(ctx, info, target)
+				err = r.move(ctx, info, target, false)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -176,9 +176,15 @@ func (r *Repairer) pick(si sharefile.SI, nodes []placement.Node, holders []strin
 	return p.Nodes[0], true, nil
 }
 
+// errDoubled says a move left its share where it was, as the target
+// holds another share of the object.
+var errDoubled = errors.New("repairer: target holds another share of the object")
+
 // move copies a share with its leases to target and, once the target
-// lists it as stored, removes it here.
-func (r *Repairer) move(ctx context.Context, info sharestore.Info, target string) error {
+// lists it as stored, removes it here; with onlyInto, only if the
+// target holds no other share of the object (else it returns
+// errDoubled and keeps both copies).
+func (r *Repairer) move(ctx context.Context, info sharestore.Info, target string, onlyInto bool) error {
 	store := r.node.Store()
 	leases, err := store.Leases(ctx, info.Key)
 	if err != nil {
@@ -214,6 +220,12 @@ func (r *Repairer) move(ctx context.Context, info sharestore.Info, target string
 	root := hex.EncodeToString(info.Root[:])
 	for _, s := range there {
 		if s.Share == info.Share && s.Size == info.Size && s.Root == root {
+			if onlyInto && len(there) > 1 {
+				// Another share of the object reached the target
+				// meanwhile: removing ours would leave the object on
+				// one node fewer. Keep both copies.
+				return fmt.Errorf("%w: node %.8s took another share of the object meanwhile; the share is kept here too", errDoubled, target)
+			}
 			err := store.Remove(ctx, info.Key)
 			r.node.UsageChanged()
 			return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/sharefile"
@@ -37,16 +38,24 @@ import (
 // the object's shares than the source's zone held before (so no zone
 // gets more of the object than the most any zone had, and no zone loses
 // its last share), the zones with the fewest of them first. Of the
-// sources that hold shares of one object, only one (the highest
-// rendezvous hash of the storage index, Responsible) moves a share of it
-// in a pass, so that two sources do not pick the same target for it at
-// once.
+// nodes above the grid's fraction that hold shares of one object, only
+// one (the highest rendezvous hash of the storage index, Responsible)
+// moves a share of it, so that two sources do not pick the same target
+// for it at once; once its share is gone, another holder's turn comes.
+// Nodes whose views of the loads differ may still both move one, so the
+// target is asked again just before the copy, and the source removes
+// its own copy only if the target then holds no other share of the
+// object (else both copies stay: one share too many, but no node fewer).
+// A share stored in the last RebalanceMinAge stays, as its object's
+// upload may be under way.
 
 // Defaults of the rebalancing settings of Config.
 const (
 	// DefaultSpread is Config.Spread's default: a node rebalances once
 	// its used fraction of capacity is 5 points above the grid's.
 	DefaultSpread = 0.05
+	// DefaultRebalanceMinAge is Config.RebalanceMinAge's default.
+	DefaultRebalanceMinAge = 10 * time.Minute
 	// DefaultRebalanceMax is Config.RebalanceMax's default: at most 1 GiB
 	// of shares leaves a node in one pass.
 	DefaultRebalanceMax = 1 << 30
@@ -78,9 +87,6 @@ type rebalancePlan struct {
 	// Allot is, for each node clearly below the grid, how many bytes this
 	// node may send it in this pass.
 	Allot map[string]int64
-	// Sources are the nodes above the grid's fraction (those that may be
-	// moving shares away now), this node among them.
-	Sources []string
 }
 
 // loads returns the space of the live members that are not draining and
@@ -137,7 +143,6 @@ func planRebalance(self string, ls []Load, active bool, spread float64, max int6
 	for _, l := range ls {
 		if l.Capacity > 0 && l.fraction() > stop {
 			totalExcess += float64(l.Used) - stop*float64(l.Capacity)
-			p.Sources = append(p.Sources, l.ID)
 		}
 	}
 	share := float64(me.Used) - stop*float64(me.Capacity)
@@ -224,11 +229,13 @@ func (r *Repairer) RebalancePass(ctx context.Context) (RebalanceResult, error) {
 		return res, nil
 	}
 	targets := map[string]string{}
+	above := map[string]bool{self: true}
 	var others []Load
 	for _, l := range loads(ms, me) {
 		if l.ID == self {
 			continue
 		}
+		above[l.ID] = l.fraction() > p.Avg
 		others = append(others, l)
 		if p.Allot[l.ID] > 0 {
 			targets[l.ID] = l.Zone
@@ -260,7 +267,7 @@ func (r *Repairer) RebalancePass(ctx context.Context) (RebalanceResult, error) {
 			return res, ctx.Err()
 		}
 		info := smallest(byObject[si])
-		if info.Size > left {
+		if info.Size > left || time.Since(newest(byObject[si])) < r.rebalanceMinAge() {
 			continue
 		}
 		holders, ok := r.holders(ctx, si, others)
@@ -269,19 +276,24 @@ func (r *Repairer) RebalancePass(ctx context.Context) (RebalanceResult, error) {
 		}
 		holders[self] = me.Zone
 		var movers []string
-		for _, id := range p.Sources {
-			if _, ok := holders[id]; ok {
+		for id := range holders {
+			if above[id] {
 				movers = append(movers, id)
 			}
 		}
 		if Responsible(si, movers) != self {
-			continue // another source of this object moves it
+			continue // another holder of this object moves it
 		}
 		target := pickTarget(me.Zone, holders, targets, p.Allot, info.Size)
 		if target == "" {
 			continue
 		}
-		if err := r.move(ctx, info, target); err != nil {
+		// Asked again just before: a share of the object may have
+		// reached it since (a repair, another holder's move).
+		if sh, err := r.nc.ListShares(ctx, target, si, false); err != nil || len(sh) > 0 {
+			continue
+		}
+		if err := r.move(ctx, info, target, true); err != nil {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
@@ -323,6 +335,28 @@ func (r *Repairer) holders(ctx context.Context, si sharefile.SI, others []Load) 
 // always its only one).
 func smallest(infos []sharestore.Info) sharestore.Info {
 	return slices.MinFunc(infos, func(a, b sharestore.Info) int { return cmp.Compare(a.Size, b.Size) })
+}
+
+// newest returns when the newest of a node's shares of one object was
+// stored.
+func newest(infos []sharestore.Info) time.Time {
+	var t time.Time
+	for _, i := range infos {
+		if i.Created.After(t) {
+			t = i.Created
+		}
+	}
+	return t
+}
+
+func (r *Repairer) rebalanceMinAge() time.Duration {
+	switch {
+	case r.cfg.RebalanceMinAge < 0:
+		return 0
+	case r.cfg.RebalanceMinAge == 0:
+		return DefaultRebalanceMinAge
+	}
+	return r.cfg.RebalanceMinAge
 }
 
 func anyRoom(allot map[string]int64) bool {

@@ -97,7 +97,7 @@ func TestRebalanceNewNode(t *testing.T) {
 	var reps []*repairer.Repairer
 	off := make([]*repairer.Repairer, len(g.Nodes))
 	for i, n := range g.Nodes {
-		r, err := repairer.New(repairer.Config{Node: n, Every: -1, Budget: 64 << 20})
+		r, err := repairer.New(repairer.Config{Node: n, Every: -1, Budget: 64 << 20, RebalanceMinAge: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,6 +116,16 @@ func TestRebalanceNewNode(t *testing.T) {
 		if err != nil || res.Moved != 0 || res.Active {
 			t.Fatalf("a pass with rebalancing off: %+v, %v", res, err)
 		}
+	}
+	// Shares stored within the last ten minutes (the default) stay:
+	// their upload may be under way.
+	young, err := repairer.New(repairer.Config{Node: g.Nodes[0], Every: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(young.Close)
+	if res, err := young.RebalancePass(ctx); err != nil || !res.Active || res.Moved != 0 {
+		t.Fatalf("a pass over young shares: %+v, %v; want active, nothing moved", res, err)
 	}
 	if u := g.Nodes[newcomer].Store().Usage().Used; u != 0 {
 		t.Fatalf("the new node holds %d bytes with rebalancing off", u)
@@ -191,7 +201,7 @@ func TestRebalanceNotWhileDraining(t *testing.T) {
 	waitGossipUsage(t, g)
 	var reps []*repairer.Repairer
 	for _, n := range g.Nodes[:2] {
-		r, err := repairer.New(repairer.Config{Node: n, Every: -1, Spread: 0.01, RebalanceMax: 1})
+		r, err := repairer.New(repairer.Config{Node: n, Every: -1, Spread: 0.01, RebalanceMax: 1, RebalanceMinAge: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

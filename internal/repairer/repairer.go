@@ -64,7 +64,13 @@ type Config struct {
 	// RebalanceMax bounds the bytes of shares one rebalancing pass sends
 	// away; default 1 GiB.
 	RebalanceMax int64
-	Logger       *slog.Logger
+	// RebalanceMinAge is how long ago a share must have been stored for
+	// rebalancing to move it: an object whose upload may still be under
+	// way stays, so that a target chosen because it holds none of the
+	// object's shares does not receive one of them from the uploader
+	// too. Default 10 minutes; negative: none.
+	RebalanceMinAge time.Duration
+	Logger          *slog.Logger
 }
 
 // Result is what one pass did.
@@ -264,6 +270,16 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 		rep, err := r.obj.Check(ctx, vc, false)
 		if err == nil && rep.Clean() {
 			continue
+		}
+		// Look again before rebuilding anything: a share that a drain or
+		// a rebalancing pass moved while the check asked the nodes (the
+		// target asked before the copy landed, the source after it
+		// removed its own) looks missing or damaged for that moment, and
+		// would be rebuilt as a second copy.
+		if err == nil {
+			if rep, err = r.obj.Check(ctx, vc, false); err == nil && rep.Clean() {
+				continue
+			}
 		}
 		if err == nil && len(rep.Unreached) > 0 {
 			// Its shares may be back in a moment: copying them
