@@ -114,17 +114,18 @@ type Config struct {
 
 // Node is a running storage node.
 type Node struct {
-	cfg     Config
-	id      *identity.Identity
-	secret  identity.Secret
-	store   sharestore.Store
-	members *member.List
-	srv     *http.Server
-	ln      net.Listener
-	addr    string
-	log     *slog.Logger
-	client  *Client
-	peers   *http.Client
+	incoming incoming // share uploads under way (incoming.go)
+	cfg      Config
+	id       *identity.Identity
+	secret   identity.Secret
+	store    sharestore.Store
+	members  *member.List
+	srv      *http.Server
+	ln       net.Listener
+	addr     string
+	log      *slog.Logger
+	client   *Client
+	peers    *http.Client
 
 	lonely []string // old peers to keep trying, while none has answered
 	invite string   // the invite last written to DIR/invite

@@ -209,7 +209,11 @@ func (r *Repairer) move(ctx context.Context, info sharestore.Info, target string
 	defer sh.Close()
 	for _, l := range leases {
 		rd := &meter{ctx: ctx, r: io.NewSectionReader(sh, 0, info.Size), rep: r}
-		if _, err := r.nc.PutShare(ctx, target, info.Key, rd, info.Size, l); err != nil {
+		put := r.nc.PutShare
+		if onlyInto {
+			put = r.nc.PutOnlyShare
+		}
+		if _, err := put(ctx, target, info.Key, rd, info.Size, l); err != nil {
 			return fmt.Errorf("copy to %.8s: %w", target, err)
 		}
 	}

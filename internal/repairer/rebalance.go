@@ -3,6 +3,8 @@ package repairer
 import (
 	"cmp"
 	"context"
+	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -37,15 +39,13 @@ import (
 // of the object's shares, and only to a zone that then holds no more of
 // the object's shares than the source's zone held before (so no zone
 // gets more of the object than the most any zone had, and no zone loses
-// its last share), the zones with the fewest of them first. Of the
-// nodes above the grid's fraction that hold shares of one object, only
-// one (the highest rendezvous hash of the storage index, Responsible)
-// moves a share of it, so that two sources do not pick the same target
-// for it at once; once its share is gone, another holder's turn comes.
-// Nodes whose views of the loads differ may still both move one, so the
-// target is asked again just before the copy, and the source removes
-// its own copy only if the target then holds no other share of the
-// object (else both copies stay: one share too many, but no node fewer).
+// its last share), the zones with the fewest of them first. Two sources
+// may pick the same target for shares of one object at once: the target
+// is asked again just before the copy, the copy is sent as the only
+// share of the object (node.Client.PutOnlyShare: the target refuses it
+// if it holds or is receiving another), and the source removes its own
+// copy only if the target then holds no other share of the object (else
+// both copies stay: one share too many, but no node fewer).
 // A share stored in the last RebalanceMinAge stays, as its object's
 // upload may be under way.
 
@@ -229,13 +229,11 @@ func (r *Repairer) RebalancePass(ctx context.Context) (RebalanceResult, error) {
 		return res, nil
 	}
 	targets := map[string]string{}
-	above := map[string]bool{self: true}
 	var others []Load
 	for _, l := range loads(ms, me) {
 		if l.ID == self {
 			continue
 		}
-		above[l.ID] = l.fraction() > p.Avg
 		others = append(others, l)
 		if p.Allot[l.ID] > 0 {
 			targets[l.ID] = l.Zone
@@ -275,15 +273,6 @@ func (r *Repairer) RebalancePass(ctx context.Context) (RebalanceResult, error) {
 			continue
 		}
 		holders[self] = me.Zone
-		var movers []string
-		for id := range holders {
-			if above[id] {
-				movers = append(movers, id)
-			}
-		}
-		if Responsible(si, movers) != self {
-			continue // another holder of this object moves it
-		}
 		target := pickTarget(me.Zone, holders, targets, p.Allot, info.Size)
 		if target == "" {
 			continue
@@ -298,7 +287,11 @@ func (r *Repairer) RebalancePass(ctx context.Context) (RebalanceResult, error) {
 				return res, ctx.Err()
 			}
 			res.Failed++
-			r.log.Warn("rebalance: share not moved", "share", info.Key.String(), "target", target, "err", err)
+			lvl := slog.LevelWarn
+			if errors.Is(err, sharestore.ErrExists) {
+				lvl = slog.LevelDebug // another source was quicker
+			}
+			r.log.Log(ctx, lvl, "rebalance: share not moved", "share", info.Key.String(), "target", target, "err", err)
 			continue
 		}
 		res.Moved++

@@ -289,6 +289,9 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 			r.log.Debug("repair deferred: a node did not answer", "si", hex.EncodeToString(si[:8]), "node", rep.Unreached[0].Node, "err", rep.Unreached[0].Err)
 			continue
 		}
+		if rep != nil {
+			r.log.Info("DEBUG repairing", "si", hex.EncodeToString(si[:8]), "good", rep.Good, "total", rep.Total, "copies", fmt.Sprint(rep.Copies), "err", err)
+		}
 		rep, err = r.obj.Repair(ctx, vc, false)
 		if rep != nil {
 			for _, s := range rep.Repaired {
