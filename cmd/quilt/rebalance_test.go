@@ -43,7 +43,7 @@ func TestRebalanceNewNodeProcesses(t *testing.T) {
 	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "--rebalance-spread 2: want a fraction") {
 		t.Fatalf("quilt node --rebalance-spread 2: %v\n%s", err, out)
 	}
-	const objects, size, k, n = 24, 1 << 20, 2, 4
+	const objects, size, k, n = 48, 512 << 10, 2, 4
 	var rcs []string
 	var vcs []codec.VerifyCap
 	var data [][]byte

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -40,12 +42,16 @@ import (
 // the object's shares than the source's zone held before (so no zone
 // gets more of the object than the most any zone had, and no zone loses
 // its last share), the zones with the fewest of them first. Two sources
-// may pick the same target for shares of one object at once: the target
-// is asked again just before the copy, the copy is sent as the only
-// share of the object (node.Client.PutOnlyShare: the target refuses it
-// if it holds or is receiving another), and the source removes its own
-// copy only if the target then holds no other share of the object (else
-// both copies stay: one share too many, but no node fewer).
+// may move shares of one object at the same time, each right on its own
+// and wrong together (both to one node, or both out of one zone): so the
+// target is asked again just before the copy, the copy is sent as the
+// only share of the object (node.Client.PutOnlyShare: the target refuses
+// it if it holds or is receiving another), and, once it is in place, the
+// source asks every node again and removes its own copy only if the
+// object stays on as many nodes and zones as before, no zone fuller
+// (spreadKept); else both copies stay: one share too many, but no node
+// or zone fewer. (Two sources whose checks both run after both copies
+// landed and before either removed its own could still both remove.)
 // A share stored in the last RebalanceMinAge stays, as its object's
 // upload may be under way.
 
@@ -169,16 +175,13 @@ func planRebalance(self string, ls []Load, active bool, spread float64, max int6
 // object's shares than selfZone does. Of those, the zone with the fewest
 // of them wins, then the most room left, then the lower ID.
 func pickTarget(selfZone string, holders map[string]string, targets map[string]string, allot map[string]int64, size int64) string {
-	inZone := map[string]int{}
-	for _, z := range holders {
-		inZone[z]++
-	}
+	inZone := zoneCounts(holders)
 	var best string
 	for id, z := range targets {
 		if _, ok := holders[id]; ok || allot[id] < size {
 			continue
 		}
-		if z != selfZone && inZone[z]+1 > inZone[selfZone] {
+		if !zoneAllows(z, selfZone, inZone) {
 			continue
 		}
 		if best == "" {
@@ -191,6 +194,35 @@ func pickTarget(selfZone string, holders map[string]string, targets map[string]s
 		}
 	}
 	return best
+}
+
+// zoneCounts returns how many of holders are in each zone.
+func zoneCounts(holders map[string]string) map[string]int {
+	inZone := map[string]int{}
+	for _, z := range holders {
+		inZone[z]++
+	}
+	return inZone
+}
+
+// zoneAllows says whether a share may move from a node in zone from to
+// one in zone to, the object's holders being inZone: within a zone, or
+// to a zone that then holds no more of them than from did.
+func zoneAllows(to, from string, inZone map[string]int) bool {
+	return to == from || inZone[to]+1 <= inZone[from]
+}
+
+// spreadKept returns an error unless an object whose shares were on
+// the nodes before (a source among them) and are now on the nodes now
+// (the source's no longer counted) is on at least as many nodes and zones
+// as before, with no zone holding more of them than the most any did:
+// what another move of the same object at the same time could undo.
+func spreadKept(before, now map[string]string) error {
+	b, a := zoneCounts(before), zoneCounts(now)
+	if len(now) < len(before) || len(a) < len(b) || slices.Max(slices.Collect(maps.Values(a))) > slices.Max(slices.Collect(maps.Values(b))) {
+		return fmt.Errorf("the object would be on %d nodes in %d zones, from %d in %d (another move of it at the same time)", len(now), len(a), len(before), len(b))
+	}
+	return nil
 }
 
 // RebalanceResult is what one rebalancing pass did.
@@ -282,7 +314,15 @@ func (r *Repairer) RebalancePass(ctx context.Context) (RebalanceResult, error) {
 		if sh, err := r.nc.ListShares(ctx, target, si, false); err != nil || len(sh) > 0 {
 			continue
 		}
-		if err := r.move(ctx, info, target, true); err != nil {
+		before := holders
+		keep := func(ctx context.Context) error {
+			now, ok := r.holders(ctx, si, others)
+			if !ok {
+				return errors.New("a holder did not answer")
+			}
+			return spreadKept(before, now)
+		}
+		if err := r.move(ctx, info, target, true, keep); err != nil {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}

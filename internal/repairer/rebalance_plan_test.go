@@ -166,3 +166,24 @@ func TestPickTarget(t *testing.T) {
 		}
 	}
 }
+
+// Whether a move's source may remove its copy: only if the object stays
+// on as many nodes and zones, no zone fuller than the fullest before.
+func TestSpreadKept(t *testing.T) {
+	before := map[string]string{"s": "a", "a2": "a", "b1": "b", "c1": "c"}
+	for _, c := range []struct {
+		name string
+		now  map[string]string
+		ok   bool
+	}{
+		{"into a zone as full as the source's was", map[string]string{"a2": "a", "b1": "b", "c1": "c", "t": "c"}, true},
+		{"within the zone", map[string]string{"a2": "a", "t": "a", "b1": "b", "c1": "c"}, true},
+		{"another holder left the zone meanwhile", map[string]string{"b1": "b", "c1": "c", "t": "c", "t2": "b"}, false},
+		{"a zone fuller than any was", map[string]string{"a2": "a", "b1": "b", "c1": "c", "t": "c", "t2": "c"}, false},
+		{"on a node fewer", map[string]string{"a2": "a", "b1": "b", "c1": "c"}, false},
+	} {
+		if err := spreadKept(before, c.now); (err == nil) != c.ok {
+			t.Errorf("%s: %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}

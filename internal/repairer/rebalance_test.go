@@ -119,7 +119,13 @@ func TestRebalanceNewNode(t *testing.T) {
 	}
 	// Shares stored within the last ten minutes (the default) stay:
 	// their upload may be under way.
-	young, err := repairer.New(repairer.Config{Node: g.Nodes[0], Every: -1})
+	fullest := g.Nodes[0]
+	for _, n := range g.Nodes {
+		if n.Store().Usage().Used > fullest.Store().Usage().Used {
+			fullest = n
+		}
+	}
+	young, err := repairer.New(repairer.Config{Node: fullest, Every: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,8 +168,11 @@ func TestRebalanceNewNode(t *testing.T) {
 	if got < fair*7/10 || got > fair {
 		t.Fatalf("the new node holds %d bytes; its fair share is %d", got, fair)
 	}
+	// A source may end up to one share below the grid: within a round
+	// it sees the moves of the sources before it in gossip a moment late.
+	share := int64(33 << 10)
 	for i, n := range g.Nodes[:newcomer] {
-		if u := n.Store().Usage().Used; u < fair {
+		if u := n.Store().Usage().Used; u < fair-share {
 			t.Fatalf("node %d went below the grid's fraction: %d of a fair %d", i, u, fair)
 		}
 	}

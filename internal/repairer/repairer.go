@@ -73,6 +73,10 @@ type Config struct {
 	Logger          *slog.Logger
 }
 
+// recheckAfter is how long a repair pass waits to check again an object
+// that did not check clean, before it rebuilds anything.
+const recheckAfter = 500 * time.Millisecond
+
 // Result is what one pass did.
 type Result struct {
 	Objects  int // registered objects whose turn was this node's
@@ -271,12 +275,17 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 		if err == nil && rep.Clean() {
 			continue
 		}
-		// Look again before rebuilding anything: a share that a drain or
-		// a rebalancing pass moved while the check asked the nodes (the
-		// target asked before the copy landed, the source after it
-		// removed its own) looks missing or damaged for that moment, and
-		// would be rebuilt as a second copy.
+		// Look again a moment later before rebuilding anything: a share
+		// that a drain or a rebalancing pass moved while the check asked
+		// the nodes (the target asked before the copy landed, the source
+		// after it removed its own) looks missing or damaged for that
+		// moment, and would be rebuilt as a second copy.
 		if err == nil {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(recheckAfter):
+			}
 			if rep, err = r.obj.Check(ctx, vc, false); err == nil && rep.Clean() {
 				continue
 			}
