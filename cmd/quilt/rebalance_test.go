@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 // rebalanceTestArgs are the flags of the nodes of the rebalancing test:
 // small capacities, so that the data fills them by half, and repair (so
 // rebalancing) passes every half second at the default budget.
-var rebalanceTestArgs = []string{"--capacity", "16MiB", "--repair-every", "500ms", "--rebalance-min-age", "1s", "--log", "info"}
+var rebalanceTestArgs = []string{"--capacity", "16MiB", "--repair-every", "500ms", "--rebalance-min-age", "1s"}
 
 // Add a node (issue 22, "what it must show" (4)): a grid of six real
 // processes in three zones is half full when a seventh node joins, in
@@ -79,20 +80,35 @@ func TestRebalanceNewNodeProcesses(t *testing.T) {
 		return nodes, len(seen), files
 	}
 	// The six may move shares among themselves as they fill (rendezvous
-	// placement is uneven); wait until no move is under way.
+	// placement is uneven); wait until no move is under way (the share
+	// files stay the same for two seconds).
 	zonesBefore := make([]int, objects)
-	settle := time.Now().Add(30 * time.Second)
-	for j := 0; j < objects; j++ {
-		nodes, zs, files := spread(j)
-		if nodes != n || files != n {
-			if time.Now().After(settle) {
-				t.Fatalf("object %d stored as %d share files on %d nodes, want %d", j, files, nodes, n)
+	filesBefore := make([]int, objects)
+	snapshot := func() string {
+		var b strings.Builder
+		for j := range objects {
+			for i := range g.procs {
+				fmt.Fprintf(&b, "%d,", len(shareFiles(t, g, i, vcs[j])))
 			}
-			time.Sleep(100 * time.Millisecond)
-			j--
-			continue
 		}
-		zonesBefore[j] = zs
+		return b.String()
+	}
+	settle := time.Now().Add(30 * time.Second)
+	for last, since := snapshot(), time.Now(); time.Since(since) < 2*time.Second; {
+		if time.Now().After(settle) {
+			t.Fatal("the six nodes still move shares after 30 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+		if now := snapshot(); now != last {
+			last, since = now, time.Now()
+		}
+	}
+	for j := range objects {
+		var nodes int
+		nodes, zonesBefore[j], filesBefore[j] = spread(j)
+		if nodes < n {
+			t.Fatalf("object %d on %d nodes, want at least %d", j, nodes, n)
+		}
 	}
 	total := g.shareBytes(t, 6)
 	g.startNode(append([]string{"--zone", zones[6]}, rebalanceTestArgs...)...)
@@ -124,8 +140,9 @@ func TestRebalanceNewNodeProcesses(t *testing.T) {
 	}
 	for j := range objects {
 		nodes, zs, files := spread(j)
-		// A move under way may show a share twice for a moment.
-		if nodes < n || files < n || files > n+1 || zs < zonesBefore[j] {
+		// A move under way may show a share twice for a moment, and
+		// rarely a move keeps both copies (see internal/repairer).
+		if nodes < n || files > filesBefore[j]+1 || zs < zonesBefore[j] {
 			t.Fatalf("object %d: %d share files on %d nodes in %d zones (before: %d zones)", j, files, nodes, zs, zonesBefore[j])
 		}
 		out, _, err := g.quilt(nil, "get", rcs[j])

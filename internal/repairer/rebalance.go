@@ -41,17 +41,21 @@ import (
 // of the object's shares, and only to a zone that then holds no more of
 // the object's shares than the source's zone held before (so no zone
 // gets more of the object than the most any zone had, and no zone loses
-// its last share), the zones with the fewest of them first. Two sources
-// may move shares of one object at the same time, each right on its own
-// and wrong together (both to one node, or both out of one zone): so the
-// target is asked again just before the copy, the copy is sent as the
-// only share of the object (node.Client.PutOnlyShare: the target refuses
-// it if it holds or is receiving another), and, once it is in place, the
-// source asks every node again and removes its own copy only if the
-// object stays on as many nodes and zones as before, no zone fuller
-// (spreadKept); else both copies stay: one share too many, but no node
-// or zone fewer. (Two sources whose checks both run after both copies
-// landed and before either removed its own could still both remove.)
+// its last share), the zones with the fewest of them first. Two moves
+// of one object at the same time, each right on its own, could be wrong
+// together (both to one node, or both out of one zone), so of the
+// holders of an object that are above the grid (in this node's view of
+// the loads) and could move a share of it (movers), only the one
+// Responsible for it does. Nodes whose views differ may still both move
+// one: so the target is asked again just before the copy, the copy is
+// sent as the only share of the object (node.Client.PutOnlyShare: the
+// target refuses it if it holds or is receiving another), and, once it
+// is in place, the source asks every node again and removes its own
+// copy only if the object stays on as many nodes and zones as before,
+// no zone fuller (spreadKept); else both copies stay: one share too
+// many, but no node or zone fewer. (Two sources whose checks both run
+// after both copies landed and before either removed its own could
+// still both remove.)
 // A share stored in the last RebalanceMinAge stays, as its object's
 // upload may be under way.
 
@@ -212,6 +216,27 @@ func zoneAllows(to, from string, inZone map[string]int) bool {
 	return to == from || inZone[to]+1 <= inZone[from]
 }
 
+// movers returns the holders of an object that may move a share of it
+// now: those above the grid (active, in this node's view) for which
+// some target that holds none of the object's shares is in a zone the
+// move allows. Of them, the one Responsible for the object moves it.
+func movers(holders, targets map[string]string, active map[string]bool) []string {
+	inZone := zoneCounts(holders)
+	var out []string
+	for id, from := range holders {
+		if !active[id] {
+			continue
+		}
+		for t, to := range targets {
+			if _, held := holders[t]; !held && zoneAllows(to, from, inZone) {
+				out = append(out, id)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // spreadKept returns an error unless an object whose shares were on
 // the nodes before (a source among them) and are now on the nodes now
 // (the source's no longer counted) is on at least as many nodes and zones
@@ -261,11 +286,13 @@ func (r *Repairer) RebalancePass(ctx context.Context) (RebalanceResult, error) {
 		return res, nil
 	}
 	targets := map[string]string{}
+	active := map[string]bool{self: true}
 	var others []Load
 	for _, l := range loads(ms, me) {
 		if l.ID == self {
 			continue
 		}
+		active[l.ID] = l.fraction() > p.Avg+r.spread()/10
 		others = append(others, l)
 		if p.Allot[l.ID] > 0 {
 			targets[l.ID] = l.Zone
@@ -313,6 +340,9 @@ func (r *Repairer) RebalancePass(ctx context.Context) (RebalanceResult, error) {
 		// reached it since (a repair, another holder's move).
 		if sh, err := r.nc.ListShares(ctx, target, si, false); err != nil || len(sh) > 0 {
 			continue
+		}
+		if Responsible(si, movers(holders, targets, active)) != self {
+			continue // one holder of the object moves a share of it at a time
 		}
 		before := holders
 		keep := func(ctx context.Context) error {

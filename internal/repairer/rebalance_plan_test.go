@@ -2,6 +2,7 @@ package repairer
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/quilt-grid/quilt/internal/member"
@@ -185,5 +186,30 @@ func TestSpreadKept(t *testing.T) {
 		if err := spreadKept(before, c.now); (err == nil) != c.ok {
 			t.Errorf("%s: %v, want ok %v", c.name, err, c.ok)
 		}
+	}
+}
+
+// Who moves a share of an object: only a holder above the grid whose
+// zone lets the share go to a target holding none of the object.
+func TestMovers(t *testing.T) {
+	holders := map[string]string{"a1": "a", "a2": "a", "b1": "b", "c1": "c", "low": "c"}
+	targets := map[string]string{"new": "c", "low": "c"}
+	active := map[string]bool{"a1": true, "a2": true, "b1": true, "c1": true}
+	got := movers(holders, targets, active)
+	slices.Sort(got)
+	// c has 2 (c1, low): a share may go to c only from a zone with 3 or
+	// more, or from c itself.
+	if want := []string{"c1"}; !slices.Equal(got, want) {
+		t.Fatalf("movers %v, want %v", got, want)
+	}
+	delete(holders, "low")
+	active["a2"] = false
+	got = movers(holders, targets, active)
+	slices.Sort(got)
+	if want := []string{"a1", "c1"}; !slices.Equal(got, want) {
+		t.Fatalf("movers %v, want %v", got, want)
+	}
+	if got := movers(holders, map[string]string{"a1": "a"}, active); len(got) != 0 {
+		t.Fatalf("movers %v with the only target a holder", got)
 	}
 }
