@@ -59,7 +59,7 @@ func TestCLIDamagedStateFiles(t *testing.T) {
 
 // testGrid is a grid of real `quilt node` processes on 127.0.0.1.
 type testGrid struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	base   string
 	env    []string
@@ -77,7 +77,7 @@ func startTestGridArgs(t *testing.T, n int, extra ...string) *testGrid {
 
 // startTestGridFunc is startTestGrid with extra(i) the extra flags of
 // node i.
-func startTestGridFunc(t *testing.T, n int, extra func(i int) []string) *testGrid {
+func startTestGridFunc(t testing.TB, n int, extra func(i int) []string) *testGrid {
 	g := &testGrid{t: t, bin: buildQuilt(t), base: t.TempDir()}
 	g.env = append(os.Environ(), "QUILT_HOME="+filepath.Join(g.base, "home"), "QUILT_GRID=")
 	t.Cleanup(func() {
