@@ -331,7 +331,7 @@ type chaosGateway struct {
 	cmd *exec.Cmd
 }
 
-func (gw *chaosGateway) start(t *testing.T) {
+func (gw *chaosGateway) start(t testing.TB) {
 	t.Helper()
 	env := filepath.Join(gw.dir, "s3.env")
 	os.Remove(env)

@@ -59,7 +59,7 @@ func TestCLIDamagedStateFiles(t *testing.T) {
 
 // testGrid is a grid of real `quilt node` processes on 127.0.0.1.
 type testGrid struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	base   string
 	env    []string
@@ -72,6 +72,12 @@ func startTestGrid(t *testing.T, n int) *testGrid { return startTestGridArgs(t, 
 
 // startTestGridArgs is startTestGrid with extra flags for every node.
 func startTestGridArgs(t *testing.T, n int, extra ...string) *testGrid {
+	return startTestGridFunc(t, n, func(int) []string { return extra })
+}
+
+// startTestGridFunc is startTestGrid with extra(i) the extra flags of
+// node i.
+func startTestGridFunc(t testing.TB, n int, extra func(i int) []string) *testGrid {
 	g := &testGrid{t: t, bin: buildQuilt(t), base: t.TempDir()}
 	g.env = append(os.Environ(), "QUILT_HOME="+filepath.Join(g.base, "home"), "QUILT_GRID=")
 	t.Cleanup(func() {
@@ -82,44 +88,63 @@ func startTestGridArgs(t *testing.T, n int, extra ...string) *testGrid {
 			}
 		}
 	})
-	var inv identity.Invite
 	for i := range n {
-		dir := filepath.Join(g.base, fmt.Sprintf("node%d", i))
-		args := append([]string{"node", "--data", dir, "--listen", "127.0.0.1:0", "--log", "warn", "--cpus", "1"}, extra...)
-		if i > 0 {
-			args = append(args, "--join", inv.String())
-		}
-		cmd := exec.Command(g.bin, args...)
-		cmd.Env = g.env
-		log, _ := os.Create(dir + ".log")
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		g.procs = append(g.procs, cmd)
-		own, err := identity.ParseInvite(waitFile(t, filepath.Join(dir, "invite"), 30*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			inv = own
-		} else {
-			inv.Addrs = appendNew(inv.Addrs, own.Addrs...)
-		}
+		g.startNode(extra(i)...)
 	}
+	g.waitAlive(n)
+	return g
+}
+
+// startNode starts one more node with extra flags, joining the grid
+// unless it is the first, and waits until it has written its invite.
+func (g *testGrid) startNode(extra ...string) {
+	t := g.t
+	i := len(g.procs)
+	dir := g.nodeDir(i)
+	args := append([]string{"node", "--data", dir, "--listen", "127.0.0.1:0", "--log", "warn", "--cpus", "1"}, extra...)
+	if i > 0 {
+		args = append(args, "--join", g.invite)
+	}
+	cmd := exec.Command(g.bin, args...)
+	cmd.Env = g.env
+	log, _ := os.Create(dir + ".log")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g.procs = append(g.procs, cmd)
+	own, err := identity.ParseInvite(waitFile(t, filepath.Join(dir, "invite"), 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i == 0 {
+		g.invite = own.String()
+		return
+	}
+	inv, err := identity.ParseInvite(g.invite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.Addrs = appendNew(inv.Addrs, own.Addrs...)
 	g.invite = inv.String()
+}
+
+// waitAlive waits (30 s at most) until quilt nodes shows n members
+// alive.
+func (g *testGrid) waitAlive(n int) {
+	t := g.t
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, _, err := g.quilt(nil, "nodes")
 		if err == nil && strings.Count(out, " alive ") == n {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("grid did not form: %v\n%s", err, out)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return g
 }
 
 // command returns a quilt client command on the grid.

@@ -53,6 +53,10 @@ func runNode(ctx context.Context, args []string) error {
 	scrubRate := fs.String("scrub-rate", "4MiB", "most bytes a second the scrub reads")
 	repairEvery := fs.Duration("repair-every", repairer.DefaultEvery, "how often to check the objects of the repair registry whose turn is this node's, and rebuild their missing and damaged shares (negative: never)")
 	repairBudget := fs.String("repair-budget", "4MiB", "most bytes of shares a second repair reads and writes")
+	rebalance := fs.Bool("rebalance", true, "at each repair pass, move shares to emptier nodes while this node's used fraction of its capacity is clearly above the grid's, under --repair-budget (false: never)")
+	rebalanceSpread := fs.Float64("rebalance-spread", repairer.DefaultSpread, "how far above the grid's used fraction of capacity this node's must be (0.05: 5 points) before it rebalances; it goes on until within a tenth of that")
+	rebalanceMax := fs.String("rebalance-max", "1GiB", "most bytes of shares one rebalancing pass moves away")
+	rebalanceMinAge := fs.Duration("rebalance-min-age", repairer.DefaultRebalanceMinAge, "rebalancing leaves the shares stored more recently than this where they are (their object's upload may still be under way)")
 	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -84,6 +88,17 @@ func runNode(ctx context.Context, args []string) error {
 	rbudget, err := parseSize(*repairBudget)
 	if err != nil || rbudget <= 0 {
 		return fmt.Errorf("--repair-budget %q: want a positive size a second, e.g. 4MiB", *repairBudget)
+	}
+	if *rebalanceSpread <= 0 || *rebalanceSpread >= 1 {
+		return fmt.Errorf("--rebalance-spread %v: want a fraction between 0 and 1, e.g. 0.05", *rebalanceSpread)
+	}
+	spread := *rebalanceSpread
+	if !*rebalance {
+		spread = -1
+	}
+	rmax, err := parseSize(*rebalanceMax)
+	if err != nil || rmax <= 0 {
+		return fmt.Errorf("--rebalance-max %q: want a positive size, e.g. 1GiB", *rebalanceMax)
 	}
 	release, err := lockDir(*data)
 	if err != nil {
@@ -133,7 +148,8 @@ func runNode(ctx context.Context, args []string) error {
 	if every <= 0 {
 		every = -1
 	}
-	rep, err := repairer.New(repairer.Config{Node: n.Node, Every: every, Budget: rbudget, Logger: cfg.Logger})
+	rep, err := repairer.New(repairer.Config{Node: n.Node, Every: every, Budget: rbudget,
+		Spread: spread, RebalanceMax: rmax, RebalanceMinAge: graceFlag(*rebalanceMinAge), Logger: cfg.Logger})
 	if err != nil {
 		n.Close()
 		return err

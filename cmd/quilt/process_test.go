@@ -16,7 +16,7 @@ import (
 )
 
 // buildQuilt builds the quilt binary once for the process tests.
-func buildQuilt(t *testing.T) string {
+func buildQuilt(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "quilt")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -27,7 +27,7 @@ func buildQuilt(t *testing.T) string {
 }
 
 // waitFile waits for a file to appear and returns its contents.
-func waitFile(t *testing.T, path string, within time.Duration) string {
+func waitFile(t testing.TB, path string, within time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

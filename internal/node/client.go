@@ -154,7 +154,22 @@ func sharePath(key sharestore.Key) string {
 // connection instead of copying it through a buffer; its size then goes
 // in a header of its own.
 func (c *Client) PutShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, size int64, lease sharestore.Lease) (ShareInfo, error) {
+	return c.putShare(ctx, node, key, r, size, lease, false)
+}
+
+// PutOnlyShare is PutShare, but the node refuses the share (an error
+// matching sharestore.ErrExists) if it holds, or is receiving, another
+// share of the same object: a mover that chose the node because it held
+// none of the object's shares does not leave it with two.
+func (c *Client) PutOnlyShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, size int64, lease sharestore.Lease) (ShareInfo, error) {
+	return c.putShare(ctx, node, key, r, size, lease, true)
+}
+
+func (c *Client) putShare(ctx context.Context, node string, key sharestore.Key, r io.Reader, size int64, lease sharestore.Lease, only bool) (ShareInfo, error) {
 	hdr := leaseHeaders(lease, time.Now())
+	if only {
+		hdr[hdrOnly] = "1"
+	}
 	if _, ok := r.(io.WriterTo); ok && size >= 0 {
 		hdr[hdrSize] = strconv.FormatInt(size, 10)
 		size = -1

@@ -114,17 +114,18 @@ type Config struct {
 
 // Node is a running storage node.
 type Node struct {
-	cfg     Config
-	id      *identity.Identity
-	secret  identity.Secret
-	store   sharestore.Store
-	members *member.List
-	srv     *http.Server
-	ln      net.Listener
-	addr    string
-	log     *slog.Logger
-	client  *Client
-	peers   *http.Client
+	incoming incoming // share uploads under way (incoming.go)
+	cfg      Config
+	id       *identity.Identity
+	secret   identity.Secret
+	store    sharestore.Store
+	members  *member.List
+	srv      *http.Server
+	ln       net.Listener
+	addr     string
+	log      *slog.Logger
+	client   *Client
+	peers    *http.Client
 
 	lonely []string // old peers to keep trying, while none has answered
 	invite string   // the invite last written to DIR/invite
@@ -346,6 +347,11 @@ func (n *Node) meta() member.Meta {
 	return m
 }
 
+// UsageChanged tells the node that its store's usage changed behind its
+// API (a share its repairer moved away), so that its gossip metadata says
+// so within a second or so.
+func (n *Node) UsageChanged() { n.usageChanged() }
+
 // usageChanged schedules a metadata update.
 func (n *Node) usageChanged() {
 	select {
@@ -501,6 +507,9 @@ func (n *Node) Members() []member.Member { return n.members.Members() }
 // as the node is), for a higher layer working on the node's behalf (a
 // repairer).
 func (n *Node) LocalClient() *Client { return NewClientDial(n.Invite(), n.id, n.cfg.Dial) }
+
+// Zone returns the node's zone (Config.Zone).
+func (n *Node) Zone() string { return n.cfg.Zone }
 
 // Dir returns the node's data directory.
 func (n *Node) Dir() string { return n.cfg.Dir }

@@ -222,9 +222,15 @@ func (n *Node) putShare(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: %w", sharestore.ErrFull, errDraining))
 		return
 	}
+	done, err := n.receiving(r.Context(), key, r.Header.Get(hdrOnly) != "")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	body := n.progressBody(w, r)
 	info, err := n.store.Put(r.Context(), key, body, size, lease)
 	body.done()
+	done()
 	if err != nil {
 		n.log.Info("share refused", "share", key.String(), "err", err)
 		writeError(w, err)

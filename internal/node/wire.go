@@ -18,6 +18,7 @@ const (
 	hdrTerm   = "X-Quilt-Lease-Seconds" // how long a lease runs from now, on PUT and renew; absent on PUT: for ever
 	hdrSecret = "X-Quilt-Secret"        // hex of the cancel secret on DELETE and cancel, of the renew secret on renew
 	hdrSize   = "X-Quilt-Size"          // a share's length on a PUT whose body is chunked
+	hdrOnly   = "X-Quilt-Only-Share"    // on PUT: refuse if another share of the object is held or arriving (incoming.go)
 )
 
 // kinds of error that cross the wire, so the far side can match them with

@@ -141,7 +141,7 @@ func (r *Repairer) DrainPass(ctx context.Context) (DrainResult, error) {
 		for _, info := range infos {
 			target, doubled, err := r.pick(si, reachable, holders, info.Size)
 			if err == nil {
-				err = r.move(ctx, info, target)
+				err = r.move(ctx, info, target, false, nil)
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -176,9 +176,16 @@ func (r *Repairer) pick(si sharefile.SI, nodes []placement.Node, holders []strin
 	return p.Nodes[0], true, nil
 }
 
+// errDoubled says a move copied its share but left it where it was too,
+// as removing it would have left the object on fewer nodes or zones.
+var errDoubled = errors.New("repairer: share copied but kept")
+
 // move copies a share with its leases to target and, once the target
-// lists it as stored, removes it here.
-func (r *Repairer) move(ctx context.Context, info sharestore.Info, target string) error {
+// lists it as stored, removes it here. With onlyInto, the copy is sent
+// as the only share of the object on the target, and kept here too
+// (errDoubled) if the target then holds another, or if keep, called
+// once the copy is in place, returns an error.
+func (r *Repairer) move(ctx context.Context, info sharestore.Info, target string, onlyInto bool, keep func(context.Context) error) error {
 	store := r.node.Store()
 	leases, err := store.Leases(ctx, info.Key)
 	if err != nil {
@@ -203,7 +210,11 @@ func (r *Repairer) move(ctx context.Context, info sharestore.Info, target string
 	defer sh.Close()
 	for _, l := range leases {
 		rd := &meter{ctx: ctx, r: io.NewSectionReader(sh, 0, info.Size), rep: r}
-		if _, err := r.nc.PutShare(ctx, target, info.Key, rd, info.Size, l); err != nil {
+		put := r.nc.PutShare
+		if onlyInto {
+			put = r.nc.PutOnlyShare
+		}
+		if _, err := put(ctx, target, info.Key, rd, info.Size, l); err != nil {
 			return fmt.Errorf("copy to %.8s: %w", target, err)
 		}
 	}
@@ -214,7 +225,20 @@ func (r *Repairer) move(ctx context.Context, info sharestore.Info, target string
 	root := hex.EncodeToString(info.Root[:])
 	for _, s := range there {
 		if s.Share == info.Share && s.Size == info.Size && s.Root == root {
-			return store.Remove(ctx, info.Key)
+			if onlyInto && len(there) > 1 {
+				// Another share of the object reached the target
+				// meanwhile: removing ours would leave the object on
+				// one node fewer. Keep both copies.
+				return fmt.Errorf("%w: node %.8s took another share of the object meanwhile; the share is kept here too", errDoubled, target)
+			}
+			if keep != nil {
+				if err := keep(ctx); err != nil {
+					return fmt.Errorf("%w: %w; the share is kept here too", errDoubled, err)
+				}
+			}
+			err := store.Remove(ctx, info.Key)
+			r.node.UsageChanged()
+			return err
 		}
 	}
 	return fmt.Errorf("node %.8s does not list the copy it took", target)

@@ -5,6 +5,9 @@
 // the storage index among the live nodes), checks the object and
 // rebuilds its missing and quarantined shares from any k good ones
 // (object.Client.Repair), moving at most Budget bytes of shares a second.
+// Under the same budget it moves the shares of a drained node away
+// (drain.go), and, when its node has clearly more of its capacity in use
+// than the grid, shares to emptier nodes (rebalance.go).
 package repairer
 
 import (
@@ -54,8 +57,25 @@ type Config struct {
 	// it rebuilds (object.Options.LeaseTerm); default 90 days.
 	LeaseTerm time.Duration
 	Stall     time.Duration // object.Options.Stall; default 20 s
-	Logger    *slog.Logger
+	// Spread is how far above the grid's used fraction of capacity the
+	// node's must be before its passes move shares to emptier nodes
+	// (rebalance.go); default 0.05 (5 points), negative: never.
+	Spread float64
+	// RebalanceMax bounds the bytes of shares one rebalancing pass sends
+	// away; default 1 GiB.
+	RebalanceMax int64
+	// RebalanceMinAge is how long ago a share must have been stored for
+	// rebalancing to move it: an object whose upload may still be under
+	// way stays, so that a target chosen because it holds none of the
+	// object's shares does not receive one of them from the uploader
+	// too. Default 10 minutes; negative: none.
+	RebalanceMinAge time.Duration
+	Logger          *slog.Logger
 }
+
+// recheckAfter is how long a repair pass waits to check again an object
+// that did not check clean, before it rebuilds anything.
+const recheckAfter = 500 * time.Millisecond
 
 // Result is what one pass did.
 type Result struct {
@@ -80,6 +100,9 @@ type Repairer struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	rebalanceMu sync.Mutex // one rebalancing pass at a time
+	rebalancing bool       // the last pass found the node above the grid
 }
 
 // New returns a repairer of the node, and starts its passes unless
@@ -175,6 +198,15 @@ func (r *Repairer) loop(every time.Duration) {
 		} else if res.Repaired > 0 || res.Failed > 0 {
 			r.log.Info("repair pass done", "objects", res.Objects, "repaired", res.Repaired, "failed", res.Failed)
 		}
+		reb, err := r.RebalancePass(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.log.Warn("rebalance pass", "err", err)
+		} else if reb.Moved > 0 || reb.Failed > 0 {
+			r.log.Info("rebalance pass done", "moved", reb.Moved, "bytes", reb.Bytes, "failed", reb.Failed)
+		}
 		t := time.NewTimer(max(time.Until(start.Add(every)), 0))
 		select {
 		case <-ctx.Done():
@@ -243,6 +275,21 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 		if err == nil && rep.Clean() {
 			continue
 		}
+		// Look again a moment later before rebuilding anything: a share
+		// that a drain or a rebalancing pass moved while the check asked
+		// the nodes (the target asked before the copy landed, the source
+		// after it removed its own) looks missing or damaged for that
+		// moment, and would be rebuilt as a second copy.
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(recheckAfter):
+			}
+			if rep, err = r.obj.Check(ctx, vc, false); err == nil && rep.Clean() {
+				continue
+			}
+		}
 		if err == nil && len(rep.Unreached) > 0 {
 			// Its shares may be back in a moment: copying them
 			// elsewhere now would only over-replicate. Wait for
@@ -250,6 +297,9 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 			res.Deferred++
 			r.log.Debug("repair deferred: a node did not answer", "si", hex.EncodeToString(si[:8]), "node", rep.Unreached[0].Node, "err", rep.Unreached[0].Err)
 			continue
+		}
+		if rep != nil {
+			r.log.Info("DEBUG repairing", "si", hex.EncodeToString(si[:8]), "good", rep.Good, "total", rep.Total, "copies", fmt.Sprint(rep.Copies), "err", err)
 		}
 		rep, err = r.obj.Repair(ctx, vc, false)
 		if rep != nil {

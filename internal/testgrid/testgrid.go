@@ -198,6 +198,28 @@ func (g *Grid) Restart(i int) {
 	g.WaitAlive(up)
 }
 
+// Add starts a new node that joins the grid, waits until every node
+// sees it alive, and returns its index. Options.Zone and Capacity are
+// asked for its index too.
+func (g *Grid) Add() int {
+	g.t.Helper()
+	i := len(g.Nodes)
+	g.Nodes = append(g.Nodes, nil)
+	g.Replicas = append(g.Replicas, nil)
+	g.nsNodes = append(g.nsNodes, nil)
+	g.Dirs = append(g.Dirs, g.t.TempDir())
+	g.addrs = append(g.addrs, [2]string{})
+	g.start(i, true)
+	up := 0
+	for _, n := range g.Nodes {
+		if n != nil {
+			up++
+		}
+	}
+	g.WaitAlive(up)
+	return i
+}
+
 // Stop stops every node.
 func (g *Grid) Stop() {
 	for i := range g.Nodes {
