@@ -167,8 +167,14 @@ func TestRebalanceNewNode(t *testing.T) {
 	}
 	got := g.Nodes[newcomer].Store().Usage().Used
 	t.Logf("the new node holds %d of a fair %d bytes after %d rounds", got, fair, rounds)
-	if got < fair*7/10 || got > fair {
-		t.Fatalf("the new node holds %d bytes; its fair share is %d", got, fair)
+	// Each sender stops within a tenth of the spread above the grid's
+	// fraction, and moves whole shares of its part of the target's room:
+	// so each may stop up to that margin and two shares short.
+	shareBytes := total / int64(len(vcs)*3)
+	senders := int64(newcomer)
+	short := senders * (2*shareBytes + capacity/200) // the default spread, 0.05, over 10
+	if got < fair-short || got > fair {
+		t.Fatalf("the new node holds %d bytes; its fair share is %d, and the senders may stop %d short of it", got, fair, short)
 	}
 	for i, n := range g.Nodes[:newcomer] {
 		if u := n.Store().Usage().Used; u < fair {
