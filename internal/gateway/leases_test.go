@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -235,5 +237,46 @@ func TestGatewayLeasesAcrossBuckets(t *testing.T) {
 	var out bytes.Buffer
 	if _, err := gw.Get(ctx, "dst", "k", &out, 0, -1); err != nil || !bytes.Equal(out.Bytes(), body) {
 		t.Fatalf("dst/k after src/k was deleted: %v", err)
+	}
+}
+
+// An empty bucket (made, never written: its namespace has no entry on
+// a second gateway, which cannot pull what does not exist) does not stop
+// that gateway's renewal walk: the other buckets' objects are renewed.
+func TestRenewalWalkWithAnEmptyBucket(t *testing.T) {
+	ctx := context.Background()
+	g := testgrid.New(t, testgrid.Options{Nodes: 5})
+	open := func(dir string) *gateway.Gateway {
+		gw, err := gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: g.NodeClient(), Objects: g.Objects(object.Options{LeaseTerm: time.Hour}),
+			NoSync: true, LeaseRenew: -1, CancelDelay: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { gw.Close() })
+		return gw
+	}
+	dir1, dir2 := t.TempDir(), t.TempDir()
+	gw1 := open(dir1)
+	for _, b := range []string{"empty", "full"} {
+		if err := gw1.CreateBucket(ctx, b, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := bytes.Repeat([]byte("x"), 20_000)
+	if _, err := gw1.Put(ctx, "full", "k", bytes.NewReader(data), int64(len(data)), gateway.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := os.ReadFile(filepath.Join(dir1, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir2, "registry"), reg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, gw := range []*gateway.Gateway{gw1, open(dir2)} {
+		rep, err := gw.RenewLeases(ctx)
+		if err != nil || rep.Objects != 1 || rep.Renewed != 1 {
+			t.Fatalf("gateway %d: renewal walk beside an empty bucket: %+v, %v", i+1, rep, err)
+		}
 	}
 }
