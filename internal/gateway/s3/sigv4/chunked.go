@@ -17,6 +17,10 @@ import (
 // chunks are not held: they stream through whatever their size.
 const maxChunk = 16 << 20
 
+// maxTrailerLines bounds the lines of a trailer (checksums, the
+// signature and the empty lines that end them).
+const maxTrailerLines = 16
+
 // maxLine bounds a chunk header or a trailer line.
 const maxLine = 4096
 
@@ -201,13 +205,28 @@ func (c *chunkedReader) readTrailer() error {
 	var sig string
 	signed := false
 	seen := make(map[string]bool)
-	for {
+	for lines := 0; ; lines++ {
+		if lines > maxTrailerLines {
+			return errInvalidArgument("An aws-chunked trailer has more than %d lines.", maxTrailerLines)
+		}
 		line, err := c.readLine()
-		if err == io.EOF || err == nil && line == "" {
+		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return err
+		}
+		if line == "" {
+			// The trailer ends with an empty line. minio-go ends each
+			// trailer line with a bare LF and then writes a CRLF before
+			// the signature line (signed) or before the final CRLF
+			// (unsigned): an empty line right after trailer lines ends
+			// the trailer only if the body ends there or after one more
+			// empty line, and a signature line may follow it.
+			if next, _ := c.br.Peek(1); len(next) > 0 && canonical.Len() > 0 && !signed {
+				continue
+			}
+			break
 		}
 		name, value, ok := strings.Cut(line, ":")
 		if !ok {

@@ -465,6 +465,14 @@ func trailerSignature(key []byte, ts, scope, prev, trailers string) string {
 // trailer by the helpers above; crc is the trailer's checksum value.
 func signedTrailerRequest(t *testing.T, data []byte, crc string) []byte {
 	t.Helper()
+	return signedTrailerRequestSep(t, data, crc, "\r\n")
+}
+
+// signedTrailerRequestSep is signedTrailerRequest with sep between the
+// checksum's value and the signature line: "\r\n" as AWS documents and
+// its SDKs send, "\n\r\n" as minio-go does.
+func signedTrailerRequestSep(t *testing.T, data []byte, crc, sep string) []byte {
+	t.Helper()
 	const chunk = 8192
 	req, err := http.NewRequest(http.MethodPut, "http://127.0.0.1:9000/bucket/key", nil)
 	if err != nil {
@@ -499,7 +507,7 @@ func signedTrailerRequest(t *testing.T, data []byte, crc string) []byte {
 		body.WriteString("\r\n")
 	}
 	trailer := "x-amz-checksum-crc32c:" + crc + "\n"
-	fmt.Fprintf(&body, "x-amz-checksum-crc32c:%s\r\nx-amz-trailer-signature:%s\r\n\r\n", crc, trailerSignature(k, ts, scope, prev, trailer))
+	fmt.Fprintf(&body, "x-amz-checksum-crc32c:%s%sx-amz-trailer-signature:%s\r\n\r\n", crc, sep, trailerSignature(k, ts, scope, prev, trailer))
 	req.Body = io.NopCloser(&body)
 	req.ContentLength = int64(body.Len())
 	return wire(t, req)
@@ -549,6 +557,37 @@ func TestSignedTrailer(t *testing.T) {
 	wantCode(t, read(signedTrailerRequest(t, data, crc32c(data[1:]))), "BadDigest")
 }
 
+// minio-go ends its trailer lines with a bare LF and writes a CRLF
+// before the signature line (signed) or the final CRLF (unsigned): both
+// layouts read, and a wrong checksum or signature in them still fails;
+// what follows a complete trailer is still refused.
+func TestMinioTrailerLayout(t *testing.T) {
+	data := randomBytes(20000, 2)
+	read := func(raw []byte) error {
+		t.Helper()
+		res, err := verifier(t0, nil).Verify(serverRequest(t, raw))
+		if err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		got, err := readSmall(res.Body)
+		if err == nil && !bytes.Equal(got, data) {
+			t.Fatalf("read %d bytes, not the data", len(got))
+		}
+		return err
+	}
+	if err := read(signedTrailerRequestSep(t, data, crc32c(data), "\n\r\n")); err != nil {
+		t.Fatalf("signed trailer as minio-go sends it: %v", err)
+	}
+	wantCode(t, read(signedTrailerRequestSep(t, data, crc32c(data[1:]), "\n\r\n")), "BadDigest")
+	raw := signedTrailerRequestSep(t, data, crc32c(data), "\n\r\n")
+	wantCode(t, read(tamper(t, raw, "x-amz-trailer-signature:", "x-amz-trailer-signaturX:")), "SignatureDoesNotMatch")
+	if err := read(unsignedTrailerRequestEnd(t, data, "x-amz-checksum-crc32c", "x-amz-checksum-crc32c", crc32c(data), "\n\r\n\r\n")); err != nil {
+		t.Fatalf("unsigned trailer as minio-go sends it: %v", err)
+	}
+	wantCode(t, read(unsignedTrailerRequestEnd(t, data, "x-amz-checksum-crc32c", "x-amz-checksum-crc32c", crc32c(data[1:]), "\n\r\n\r\n")), "BadDigest")
+	wantCode(t, read(unsignedTrailerRequestEnd(t, data, "x-amz-checksum-crc32c", "x-amz-checksum-crc32c", crc32c(data), "\r\n\r\nmore")), "IncompleteBody")
+}
+
 // unsignedTrailerRequest is a STREAMING-UNSIGNED-PAYLOAD-TRAILER upload as
 // aws-sdk-go-v2 sends it over TLS.
 func unsignedTrailerRequest(t *testing.T, data []byte, crc string) []byte {
@@ -560,12 +599,20 @@ func unsignedTrailerRequest(t *testing.T, data []byte, crc string) []byte {
 // sends another (usually the same) with the value.
 func unsignedTrailerRequestWith(t *testing.T, data []byte, declared, trailer, value string) []byte {
 	t.Helper()
+	return unsignedTrailerRequestEnd(t, data, declared, trailer, value, "\r\n\r\n")
+}
+
+// unsignedTrailerRequestEnd is unsignedTrailerRequestWith with end after
+// the trailer's value: "\r\n\r\n" as AWS documents and its SDKs send,
+// "\n\r\n\r\n" as minio-go does.
+func unsignedTrailerRequestEnd(t *testing.T, data []byte, declared, trailer, value, end string) []byte {
+	t.Helper()
 	var body bytes.Buffer
 	for off := 0; off < len(data); off += 1000 {
 		c := data[off:min(off+1000, len(data))]
 		fmt.Fprintf(&body, "%x\r\n%s\r\n", len(c), c)
 	}
-	fmt.Fprintf(&body, "0\r\n%s:%s\r\n\r\n", trailer, value)
+	fmt.Fprintf(&body, "0\r\n%s:%s%s", trailer, value, end)
 	req, err := http.NewRequest(http.MethodPut, "http://127.0.0.1:9000/bucket/key", &body)
 	if err != nil {
 		t.Fatal(err)
