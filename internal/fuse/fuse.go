@@ -409,12 +409,10 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 		defer n.mu.Unlock()
 		return n.unlinked
 	}
-	truncatedOpen := false // a file open for writing here was truncated
 	if size, ok := in.GetSize(); ok {
 		var err error = openfile.ErrClosed
 		if f := open(); f != nil {
 			err = f.Truncate(int64(size)) // ErrClosed: its last release came meanwhile
-			truncatedOpen = err == nil
 		}
 		if err != nil && !errors.Is(err, openfile.ErrClosed) {
 			return n.errno("truncate", p, err)
@@ -455,14 +453,13 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *gofuse.SetAt
 			return n.errno("utimens", p, err)
 		}
 	}
-	// A truncation alone of a file open for writing here (ftruncate, and
-	// the O_TRUNC of an open, which the kernel sends as a truncation
-	// after the open since go-fuse does not ask for atomic O_TRUNC) is
-	// committed with the file's writes, at close or fsync: other doors
-	// never see the file emptied on its way to new content.
-	_, chmod := in.GetMode()
-	_, chtimes := in.GetMTime()
-	if f := open(); f != nil && f.Pending() && !(truncatedOpen && !chmod && !chtimes) {
+	// Every change of attributes is committed now, a truncation too:
+	// the last release of a writer may be on its way, and a release that
+	// has left the table but not yet committed shows the old version to
+	// a new open. So a file rewritten with O_TRUNC (which the kernel sends
+	// as a truncation after the open, without the handle) is committed
+	// empty first, then with its content at its close.
+	if f := open(); f != nil && f.Pending() {
 		// Committed now, as a change of attributes shows at once: the
 		// last release may be on its way, and a release that has left
 		// the table but not yet committed shows the old version.
