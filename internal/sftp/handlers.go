@@ -354,6 +354,15 @@ func (h *handlers) Filecmd(r *sftp.Request) (err error) {
 		if !i.IsDir() {
 			return wire("rmdir", p, &fs.PathError{Op: "rmdir", Path: p, Err: tree.ErrNotDir})
 		}
+		// A file this session is writing under the directory is in it,
+		// committed or not (sshfs may send the rmdir before the close
+		// that commits a file it just wrote).
+		under := strings.Trim(p, "/") + "/"
+		for _, f := range h.tab.Files() {
+			if strings.HasPrefix(f.Name(), under) {
+				return wire("rmdir", p, &fs.PathError{Op: "rmdir", Path: p, Err: tree.ErrNotEmpty})
+			}
+		}
 		if err := h.t.Remove(ctx, p, tree.RemoveOptions{}); err != nil {
 			return wire("rmdir", p, err)
 		}
