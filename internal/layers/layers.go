@@ -135,6 +135,9 @@ var packages = map[string]Layer{
 	// webdav serves each user's bucket tree over WebDAV, with the SFTP
 	// server's users file.
 	"internal/webdav": FrontEnds,
+	// sharelink serves share links (public pages and a JSON API) over
+	// bucket trees and records of the registry.
+	"internal/sharelink": FrontEnds,
 
 	"internal/lab":           Lab,
 	"internal/lab/report":    Lab,
