@@ -629,4 +629,3 @@ func TestQRSVGDecodes(t *testing.T) {
 		t.Error("a text too long for a QR code was drawn")
 	}
 }
-
