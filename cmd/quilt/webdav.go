@@ -87,11 +87,15 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, dir, addr string, log
 	if err != nil {
 		return nil, err
 	}
+	links, err := shareLinks(gw, users, log)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("webdav: listen on %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{Handler: withShareLinks(srv, links), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	go hs.Serve(ln)
 	svc := &webdavService{hs: hs, url: "http://" + ln.Addr().String() + webdav.Prefix, env: filepath.Join(dir, "webdav.env")}
 	env := fmt.Sprintf("export QUILT_WEBDAV_URL=%s\n", svc.url)
