@@ -124,6 +124,9 @@ func (h *Handler) servePublic(w http.ResponseWriter, r *http.Request, rest []str
 	}
 	switch {
 	case action == "" && get && l.Mode == ModeUpload:
+		if _, _, ok := h.target(w, r, l, nil); !ok {
+			return
+		}
 		name := path.Base("/" + l.Path)
 		if l.Path == "" {
 			name = l.Bucket
