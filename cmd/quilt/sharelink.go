@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/sftp"
@@ -17,8 +19,15 @@ import (
 func shareLinks(gw *gateway.Gateway, usersFile string, log *slog.Logger) (*sharelink.Handler, error) {
 	return sharelink.New(sharelink.Config{
 		Links:  gw,
+		Grants: gw,
 		User:   basicAuthUser(usersFile),
 		Tree:   sftp.GatewayTrees(gw),
+		// Grants go to users of the users file; it has no groups.
+		Principal: func(ctx context.Context, with string) bool {
+			name, ok := strings.CutPrefix(with, "user:")
+			us, err := sftp.LoadUsers(usersFile)
+			return ok && err == nil && us[name] != nil
+		},
 		Logger: log,
 	})
 }

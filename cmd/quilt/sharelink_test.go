@@ -19,6 +19,7 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/sftp"
 	"github.com/quilt-grid/quilt/internal/sharelink"
 	"github.com/quilt-grid/quilt/internal/testgrid"
 )
@@ -29,7 +30,7 @@ import (
 // file and a folder's zip, unlocks a password link with a cookie jar as a
 // browser does, and uploads through an upload link (the file then reads
 // back over WebDAV); a revoked link answers 404; a stranger's password
-// makes no link.
+// makes no link; a folder shared with a second user reads with theirs.
 func TestShareLinksEndToEnd(t *testing.T) {
 	g := testgrid.New(t, testgrid.Options{Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -171,6 +172,47 @@ func TestShareLinksEndToEnd(t *testing.T) {
 	}
 	if code, _, b := call(client, "GET", file.URL+"/download", nil, nil, false); code != http.StatusNotFound || strings.Contains(b, "report\n") {
 		t.Fatalf("revoked: %d", code)
+	}
+
+	// A folder shared with another user of the users file, who reads it
+	// with their own password.
+	line, err := sftp.PasswordLine("bob", "bob-files", "bobs password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, webdavUsersFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(line + "\n")
+	f.Close()
+	if err := gw.CreateBucket(ctx, "bob-files", ""); err != nil {
+		t.Fatal(err)
+	}
+	code, _, b = call(client, "POST", base+"/api/shares/grants", strings.NewReader(`{"path":"/docs","with":"user:bob"}`), api, true)
+	var gr sharelink.GrantInfo
+	if code != http.StatusCreated || json.Unmarshal([]byte(b), &gr) != nil {
+		t.Fatalf("grant: %d %s", code, b)
+	}
+	if code, _, b := call(client, "POST", base+"/api/shares/grants", strings.NewReader(`{"path":"/docs","with":"user:mallory"}`), api, true); code != http.StatusBadRequest {
+		t.Fatalf("grant to a stranger: %d %s", code, b)
+	}
+	asBob := func(u string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+		req.SetBasicAuth("bob", "bobs password")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, b := asBob(base + "/api/shares/with-me"); code != 200 || !strings.Contains(b, gr.ID) {
+		t.Fatalf("bob's with-me: %d %s", code, b)
+	}
+	if code, b := asBob(base + "/api/shares/with-me/" + gr.ID + "/files/notes.md"); code != 200 || b != "# notes\n" {
+		t.Fatalf("bob reads: %d %q", code, b)
 	}
 
 	// No link without the owner's password; WebDAV still answers beside.

@@ -134,3 +134,99 @@ func (g *Gateway) DeleteShare(ctx context.Context, token string) error {
 		return w.Entry(dag.Delete, a, h, n, nil), nil
 	})
 }
+
+// Grants are shares between users: a folder or file of a user's bucket
+// given to another user or to a group, to read or to write, under
+// /grants/ID of the registry. The front ends that know who is logged in
+// (the web app, internal/sharelink's API) check them; a grant gives
+// nothing to anyone who is not logged in.
+
+// ErrNoGrant means there is no grant of that ID.
+var ErrNoGrant = errors.New("gateway: no such grant")
+
+// Grant is a share of a path of a bucket with a user or a group.
+type Grant struct {
+	ID     string `json:"id"`     // random, of a share token's form
+	Owner  string `json:"owner"`  // the user who made it
+	Bucket string `json:"bucket"` // the owner's bucket
+	Path   string `json:"path"`   // a tree path; "" is the whole bucket
+	// With is who gets it: "user:NAME" or "group:NAME".
+	With    string    `json:"with"`
+	Perm    string    `json:"perm"` // "read" or "write"
+	Created time.Time `json:"created"`
+}
+
+const grantsDir = "/grants"
+
+// PutGrant stores (or replaces) a grant.
+func (g *Gateway) PutGrant(ctx context.Context, gr Grant) error {
+	if err := CheckShareToken(gr.ID); err != nil {
+		return err
+	}
+	if err := g.ensureSet(ctx, grantsDir); err != nil {
+		return err
+	}
+	body, err := json.Marshal(gr)
+	if err != nil {
+		return err
+	}
+	return g.write(ctx, &g.registry, grantsDir+"/"+gr.ID, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.File(a, h, n, body)
+	})
+}
+
+// Grants returns every grant, after pulling the registry from the grid.
+func (g *Gateway) Grants(ctx context.Context) ([]Grant, error) {
+	g.sync(ctx, &g.registry)
+	items, err := g.db.List(g.registry.ns, grantsDir, "", 0)
+	if errors.Is(err, namespace.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Grant
+	for _, it := range items {
+		if raw, _ := g.readFile(&g.registry, it.Path); raw != nil {
+			var gr Grant
+			if json.Unmarshal(raw, &gr) == nil {
+				out = append(out, gr)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Grant returns the grant of id, or ErrNoGrant.
+func (g *Gateway) Grant(ctx context.Context, id string) (Grant, error) {
+	var gr Grant
+	if CheckShareToken(id) != nil {
+		return gr, ErrNoGrant
+	}
+	p := grantsDir + "/" + id
+	raw, err := g.readFile(&g.registry, p)
+	if err == nil && raw == nil || errors.Is(err, namespace.ErrNotFound) {
+		g.sync(ctx, &g.registry)
+		raw, err = g.readFile(&g.registry, p)
+	}
+	if errors.Is(err, namespace.ErrNotFound) || err == nil && raw == nil {
+		return gr, ErrNoGrant
+	}
+	if err != nil {
+		return gr, err
+	}
+	if err := json.Unmarshal(raw, &gr); err != nil {
+		return gr, fmt.Errorf("gateway: grant record: %w", err)
+	}
+	return gr, nil
+}
+
+// DeleteGrant removes a grant (ErrNoGrant if there is none).
+func (g *Gateway) DeleteGrant(ctx context.Context, id string) error {
+	if _, err := g.Grant(ctx, id); err != nil {
+		return err
+	}
+	return g.write(ctx, &g.registry, grantsDir+"/"+id, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.Entry(dag.Delete, a, h, n, nil), nil
+	})
+}

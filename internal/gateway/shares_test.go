@@ -15,7 +15,7 @@ import (
 // TestShareRecords: share links stored by one gateway are found by a
 // second sharing its registry, listed by owner, and gone from both once
 // deleted through either; malformed tokens are refused, and the record
-// set cannot be written as generic records.
+// set cannot be written as generic records. Grants go the same way.
 func TestShareRecords(t *testing.T) {
 	g := testgrid.New(t, testgrid.Options{Nodes: 3})
 	ctx := context.Background()
@@ -88,5 +88,26 @@ func TestShareRecords(t *testing.T) {
 	}
 	if err := gw1.PutRecord(ctx, "shares", b.Token, []byte("{}")); !errors.Is(err, gateway.ErrBadRecord) {
 		t.Fatalf("generic record in the shares set: %v", err)
+	}
+
+	// Grants, the same way.
+	gr := gateway.Grant{ID: "grnt_grnt-grnt_grnt-grnt", Owner: "alice", Bucket: "alice-files", Path: "docs", With: "group:staff", Perm: "write", Created: a.Created}
+	if err := gw1.PutGrant(ctx, gr); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := gw2.Grant(ctx, gr.ID); err != nil || got != gr {
+		t.Fatalf("grant on the second gateway: %+v %v", got, err)
+	}
+	if gs, err := gw2.Grants(ctx); err != nil || len(gs) != 1 || gs[0] != gr {
+		t.Fatalf("grants: %+v %v", gs, err)
+	}
+	if err := gw2.DeleteGrant(ctx, gr.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw2.Grant(ctx, gr.ID); !errors.Is(err, gateway.ErrNoGrant) {
+		t.Fatalf("deleted grant: %v", err)
+	}
+	if err := gw1.PutGrant(ctx, gateway.Grant{ID: "../x"}); !errors.Is(err, gateway.ErrBadRecord) {
+		t.Fatalf("bad grant ID: %v", err)
 	}
 }

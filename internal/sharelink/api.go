@@ -86,6 +86,10 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request, rest []string
 		return
 	}
 	switch {
+	case len(rest) >= 1 && rest[0] == "grants":
+		h.serveGrants(w, r, user, bucket, rest[1:])
+	case len(rest) >= 1 && rest[0] == "with-me":
+		h.serveWithMe(w, r, user, rest[1:])
 	case len(rest) == 0 && r.Method == http.MethodPost:
 		h.create(w, r, user, bucket)
 	case len(rest) == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead):

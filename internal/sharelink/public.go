@@ -341,12 +341,21 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, l gateway.Sha
 		h.zipFolder(w, r, t, info)
 		return
 	}
-	ct := mime.TypeByExtension(path.Ext(name))
+	sendFile(w, r, t, info)
+}
+
+// sendFile sends file info of t as an attachment named after it, ranges
+// honoured.
+func sendFile(w http.ResponseWriter, r *http.Request, t *tree.Tree, info tree.Info) {
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	ct := mime.TypeByExtension(path.Ext(info.Name()))
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
 	hd.Set("Content-Type", ct)
-	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	hd.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": info.Name()}))
 	rs := &rangeReader{t: t, r: r, path: info.Path, size: info.Size}
 	defer rs.Close()
 	http.ServeContent(w, r, "", info.ModTime, rs)

@@ -58,6 +58,15 @@ type Config struct {
 	User func(r *http.Request) (name, bucket string, ok bool)
 	// Tree returns the file tree of a bucket (required).
 	Tree func(ctx context.Context, bucket string) (*tree.Tree, error)
+	// Grants keeps the shares between users and groups; nil: none (the
+	// API's grants and with-me paths answer 404).
+	Grants Grants
+	// Groups returns the groups a user belongs to, for grants to groups;
+	// nil: none.
+	Groups func(ctx context.Context, user string) []string
+	// Principal, if set, says whether a grant's "user:NAME" or
+	// "group:NAME" exists; a grant to one it refuses is 400.
+	Principal func(ctx context.Context, with string) bool
 	// OwnerActive, if set, says whether a link's owner may still share:
 	// a link of an owner it refuses answers as a revoked one.
 	OwnerActive func(ctx context.Context, owner string) bool

@@ -66,7 +66,8 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { gw.Close() })
 	f := &fixture{t: t, gw: gw, clock: &clock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}, trees: map[string]*tree.Tree{}}
-	users := map[string]string{"alice": "alice-files", "bob": "bob-files"}
+	users := map[string]string{"alice": "alice-files", "bob": "bob-files", "carol": "carol-files"}
+	groups := map[string][]string{"bob": {"staff"}, "carol": {"staff", "band"}}
 	for _, b := range users {
 		if err := gw.CreateBucket(ctx, b, ""); err != nil {
 			t.Fatal(err)
@@ -85,6 +86,15 @@ func newFixture(t *testing.T) *fixture {
 				return t, nil
 			}
 			return nil, gateway.ErrNoBucket
+		},
+		Grants: gw,
+		Groups: func(ctx context.Context, user string) []string { return groups[user] },
+		Principal: func(ctx context.Context, with string) bool {
+			kind, name, _ := strings.Cut(with, ":")
+			if kind == "user" {
+				return users[name] != ""
+			}
+			return name == "staff" || name == "band"
 		},
 		MaxUpload: maxUpload,
 		Now:       f.clock.Now,
@@ -508,6 +518,100 @@ func TestShareLinks(t *testing.T) {
 			if r.code != http.StatusNotFound || r.body != unknown.body {
 				t.Errorf("token %q: %d", tok, r.code)
 			}
+		}
+	})
+
+	t.Run("Grants", func(t *testing.T) {
+		grant := func(user, body string, code int) sharelink.GrantInfo {
+			t.Helper()
+			r := f.do("POST", "/api/shares/grants", user, strings.NewReader(body), csrf)
+			want(t, "grant "+body, r, code)
+			var g sharelink.GrantInfo
+			json.Unmarshal([]byte(r.body), &g)
+			return g
+		}
+		withMe := func(user string) []sharelink.GrantInfo {
+			t.Helper()
+			r := f.do("GET", "/api/shares/with-me", user, nil, nil)
+			want(t, "with-me", r, http.StatusOK)
+			var gs []sharelink.GrantInfo
+			if err := json.Unmarshal([]byte(r.body), &gs); err != nil {
+				t.Fatal(err)
+			}
+			return gs
+		}
+		has := func(gs []sharelink.GrantInfo, id string) bool {
+			for _, g := range gs {
+				if g.ID == id {
+					return true
+				}
+			}
+			return false
+		}
+		docs := grant("alice", `{"path":"/docs","with":"user:bob"}`, http.StatusCreated)
+		if docs.Mode != "read" || docs.Owner != "alice" || docs.Name != "docs" || docs.With != "user:bob" {
+			t.Fatalf("grant %+v", docs)
+		}
+		grant("alice", `{"path":"/docs","with":"user:alice"}`, http.StatusBadRequest)
+		grant("alice", `{"path":"/docs","with":"user:nobody"}`, http.StatusBadRequest)
+		grant("alice", `{"path":"/docs","with":"bob"}`, http.StatusBadRequest)
+		grant("alice", `{"path":"/docs","with":"user:bob","mode":"owner"}`, http.StatusBadRequest)
+		grant("alice", `{"path":"/nothing","with":"user:bob"}`, http.StatusNotFound)
+		grant("alice", `{"path":"/photos/escape","with":"user:bob"}`, http.StatusBadRequest)
+		grant("alice", `{"path":"/docs","with":"user:bob",}`, http.StatusBadRequest)
+		want(t, "grant without the header", f.do("POST", "/api/shares/grants", "alice", strings.NewReader(`{"path":"/docs","with":"user:bob"}`), nil), http.StatusForbidden)
+		if !has(withMe("bob"), docs.ID) || has(withMe("carol"), docs.ID) || has(withMe("alice"), docs.ID) {
+			t.Fatal("with-me lists the grant to the wrong users")
+		}
+		r := f.do("GET", "/api/shares/grants", "alice", nil, nil)
+		want(t, "alice's grants", r, http.StatusOK, docs.ID)
+		want(t, "bob's grants", f.do("GET", "/api/shares/grants", "bob", nil, nil), http.StatusOK)
+		if strings.Contains(f.do("GET", "/api/shares/grants", "bob", nil, nil).body, docs.ID) {
+			t.Fatal("bob lists alice's grant as his")
+		}
+		files := "/api/shares/with-me/" + docs.ID + "/files"
+		want(t, "bob lists", f.do("GET", files, "bob", nil, nil), http.StatusOK, `"name":"report.txt"`)
+		r = f.do("GET", files+"/report.txt", "bob", nil, nil)
+		if r.code != 200 || r.body != "the quarterly report\n" || !strings.HasPrefix(r.hdr.Get("Content-Disposition"), "attachment") {
+			t.Fatalf("bob reads: %d %q", r.code, r.body)
+		}
+		want(t, "bob writes a read share", f.do("PUT", files+"/x.txt", "bob", strings.NewReader("x"), csrf), http.StatusForbidden)
+		want(t, "carol reads bob's", f.do("GET", files, "carol", nil, nil), http.StatusNotFound)
+		want(t, "nobody reads", f.do("GET", files, "", nil, nil), http.StatusUnauthorized)
+		for _, p := range []string{"/..", "/%2e%2e/secret/keys.txt", "/..%2Fsecret%2Fkeys.txt"} {
+			r := f.do("GET", files+p, "bob", nil, nil)
+			if r.code != http.StatusNotFound || strings.Contains(r.body, "do not share") {
+				t.Errorf("bob at %s: %d", p, r.code)
+			}
+		}
+		want(t, "bob revokes alice's", f.do("DELETE", "/api/shares/grants/"+docs.ID, "bob", nil, csrf), http.StatusNotFound)
+
+		inbox := grant("alice", `{"path":"/inbox","with":"group:staff","mode":"write"}`, http.StatusCreated)
+		if !has(withMe("carol"), inbox.ID) || !has(withMe("bob"), inbox.ID) {
+			t.Fatal("a group grant is not listed for its members")
+		}
+		files = "/api/shares/with-me/" + inbox.ID + "/files"
+		want(t, "carol writes", f.do("PUT", files+"/from-carol.txt", "carol", strings.NewReader("carol was here"), csrf), http.StatusCreated)
+		rc, _, err := f.trees["alice-files"].Open(context.Background(), "inbox/from-carol.txt", 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		if string(b) != "carol was here" {
+			t.Fatalf("written through the grant: %q", b)
+		}
+		want(t, "carol writes without the header", f.do("PUT", files+"/y.txt", "carol", strings.NewReader("y"), nil), http.StatusForbidden)
+		want(t, "carol writes into a missing folder", f.do("PUT", files+"/no/y.txt", "carol", strings.NewReader("y"), csrf), http.StatusConflict)
+		want(t, "carol deletes the share's folder", f.do("DELETE", files, "carol", nil, csrf), http.StatusBadRequest)
+		want(t, "carol deletes", f.do("DELETE", files+"/from-carol.txt", "carol", nil, csrf), http.StatusNoContent)
+		if _, err := f.trees["alice-files"].Stat(context.Background(), "inbox/from-carol.txt"); err == nil {
+			t.Fatal("deleted through the grant, still there")
+		}
+		want(t, "alice revokes", f.do("DELETE", "/api/shares/grants/"+inbox.ID, "alice", nil, csrf), http.StatusNoContent)
+		want(t, "revoked grant", f.do("GET", files, "carol", nil, nil), http.StatusNotFound)
+		if has(withMe("carol"), inbox.ID) {
+			t.Fatal("a revoked grant is still listed")
 		}
 	})
 
