@@ -16,6 +16,11 @@
 //     form, its password form), HTML served from the binary with a
 //     little JavaScript for upload progress, no CDN.
 //
+// The same API shares a file or folder between users (a grant to
+// "user:NAME" or "group:NAME", read or write, a gateway.Grant under
+// /grants/ID): /api/shares/grants for the owner, /api/shares/with-me for
+// the users it is given to.
+//
 // An unknown, malformed, expired or revoked token gets the same 404 page,
 // so a guess learns nothing. Paths under a shared folder are checked
 // element by element (no empty, "." or ".." element, however escaped) and
