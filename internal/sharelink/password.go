@@ -127,12 +127,14 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, l gateway.Sh
 	})
 }
 
-// Limits on wrong passwords, per window: for one link from one address,
-// and for one link from everywhere (an attacker with many addresses).
+// Limits per window: wrong passwords for one link from one address, and
+// for one link from everywhere (an attacker with many addresses); tokens
+// that do not work from one address.
 const (
 	limitWindow  = time.Minute
 	limitPerAddr = 5
 	limitPerLink = 30
+	limitMisses  = 60
 )
 
 // limiter counts failures by key in fixed windows.

@@ -98,6 +98,15 @@ func (h *Handler) servePublic(w http.ResponseWriter, r *http.Request, rest []str
 		h.serveAsset(w, r, rest[1:])
 		return
 	}
+	// An address that tried many tokens that do not work is told to
+	// wait, whatever token it asks for next: a token this gateway does
+	// not hold costs a pull of the registry from the grid.
+	missKey := "m\x00" + clientAddr(r)
+	if wait := h.limiter.blocked(missKey, limitMisses); wait > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+		h.fail(w, http.StatusTooManyRequests, "Too many requests", "Too many links that do not work were tried from your address. Wait a minute.", "")
+		return
+	}
 	l, found, err := h.live(r.Context(), rest[0])
 	if err != nil {
 		h.cfg.Logger.Error("sharelink: reading a link", "err", err)
@@ -105,6 +114,7 @@ func (h *Handler) servePublic(w http.ResponseWriter, r *http.Request, rest []str
 		return
 	}
 	if !found {
+		h.limiter.fail(missKey)
 		h.notFound(w, r)
 		return
 	}

@@ -258,6 +258,12 @@ func TestShareLinks(t *testing.T) {
 		if r.code != http.StatusPartialContent || r.body != "quarterly" || r.hdr.Get("Content-Range") != "bytes 4-12/21" {
 			t.Fatalf("range: %d %q %v", r.code, r.body, r.hdr)
 		}
+		f.put("alice-files", "docs/résumé 1.txt", "cv")
+		u := f.create("alice", map[string]string{"path": "/docs/résumé 1.txt"})
+		r = f.do("GET", "/s/"+u.Token+"/download", "", nil, nil)
+		if r.body != "cv" || r.hdr.Get("Content-Disposition") != "attachment; filename*=utf-8''r%C3%A9sum%C3%A9%201.txt" {
+			t.Fatalf("a name beyond ASCII: %q %v", r.body, r.hdr)
+		}
 		h := f.create("alice", map[string]string{"path": "docs/page.html"})
 		r = f.do("GET", "/s/"+h.Token+"/download", "", nil, nil)
 		if !strings.HasPrefix(r.hdr.Get("Content-Disposition"), "attachment") || !strings.Contains(r.hdr.Get("Content-Security-Policy"), "sandbox") ||
@@ -625,6 +631,29 @@ func TestShareLinks(t *testing.T) {
 		if got := decodeQR(t, r.body); got != l.URL {
 			t.Fatalf("the QR code says %q, want %q", got, l.URL)
 		}
+	})
+
+	// Last: it leaves 127.0.0.1 limited for a minute of the clock.
+	t.Run("TokenGuessing", func(t *testing.T) {
+		l := f.create("alice", map[string]string{"path": "/docs/report.txt"})
+		f.clock.Add(time.Minute) // a window without the misses of the tests before
+		misses := 0
+		for ; misses < 200; misses++ {
+			r := f.do("GET", "/s/BBBBBBBBBBBBBBBBBBBBBB"+strconv.Itoa(misses%10)+"x", "", nil, nil)
+			if r.code == http.StatusTooManyRequests {
+				break
+			}
+			want(t, "guess", r, http.StatusNotFound, notFoundText)
+		}
+		if misses != 60 {
+			t.Fatalf("limited after %d misses, want 60", misses)
+		}
+		r := f.do("GET", "/s/"+l.Token+"/download", "", nil, nil)
+		if r.code != http.StatusTooManyRequests || r.hdr.Get("Retry-After") == "" || strings.Contains(r.body, "quarterly") {
+			t.Fatalf("a good token from a limited address: %d %v", r.code, r.hdr)
+		}
+		f.clock.Add(time.Minute)
+		want(t, "after the window", f.do("GET", "/s/"+l.Token+"/download", "", nil, nil), http.StatusOK, "quarterly")
 	})
 
 	t.Run("Assets", func(t *testing.T) {
