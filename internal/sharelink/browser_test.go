@@ -74,7 +74,7 @@ func TestShareLinksInBrowser(t *testing.T) {
 		chromedp.KeyEvent("\r"),
 	))
 	c, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	res, err := chromedp.Run(c, chromedp.Poll[string](`document.getElementById("result").textContent.indexOf("Uploaded") >= 0 && document.getElementById("result").textContent`))
+	res, err := chromedp.Run(c, chromedp.Poll[string](`document.getElementById("result").textContent.indexOf("Uploaded") >= 0 && document.getElementById("result").textContent`, chromedp.WithPollingTimeout(2*time.Minute)))
 	cancel()
 	if err != nil {
 		t.Fatalf("waiting for the upload's result: %v", err)
