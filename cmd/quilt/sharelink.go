@@ -25,9 +25,10 @@ func shareLinks(gw *gateway.Gateway, usersFile string, log *slog.Logger) (*share
 		// Grants go to users of the users file; it has no groups.
 		Principal: func(ctx context.Context, with string) bool {
 			name, ok := strings.CutPrefix(with, "user:")
-			us, err := sftp.LoadUsers(usersFile)
-			return ok && err == nil && us[name] != nil
+			return ok && knownUser(usersFile, name)
 		},
+		// A user taken out of the file takes their links and grants along.
+		OwnerActive: func(ctx context.Context, owner string) bool { return knownUser(usersFile, owner) },
 		Logger: log,
 	})
 }
@@ -51,6 +52,12 @@ func basicAuthUser(usersFile string) func(r *http.Request) (string, string, bool
 		}
 		return "", "", false
 	}
+}
+
+// knownUser reports whether the users file has a user name.
+func knownUser(usersFile, name string) bool {
+	us, err := sftp.LoadUsers(usersFile)
+	return err == nil && us[name] != nil
 }
 
 // withShareLinks sends the share links' paths to links and every other
