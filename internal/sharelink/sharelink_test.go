@@ -50,6 +50,7 @@ type fixture struct {
 	srv   *httptest.Server
 	clock *clock
 	trees map[string]*tree.Tree
+	gone  sync.Map // users whose links are dead (OwnerActive)
 }
 
 const maxUpload = 64 << 10
@@ -96,8 +97,9 @@ func newFixture(t *testing.T) *fixture {
 			}
 			return name == "staff" || name == "band"
 		},
-		MaxUpload: maxUpload,
-		Now:       f.clock.Now,
+		OwnerActive: func(ctx context.Context, owner string) bool { _, gone := f.gone.Load(owner); return !gone },
+		MaxUpload:   maxUpload,
+		Now:         f.clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -505,6 +507,19 @@ func TestShareLinks(t *testing.T) {
 		want(t, "bob shares alice's path", f.do("POST", "/api/shares", "bob", strings.NewReader(`{"path":"/docs/report.txt"}`), csrf), http.StatusNotFound)
 		want(t, "nobody lists", f.do("GET", "/api/shares", "", nil, nil), http.StatusUnauthorized)
 		want(t, "nobody creates", f.do("POST", "/api/shares", "", strings.NewReader(`{"path":"/docs"}`), csrf), http.StatusUnauthorized)
+	})
+
+	t.Run("OwnerGone", func(t *testing.T) {
+		f.put("carol-files", "song.ogg", "la la la")
+		l := f.create("carol", map[string]string{"path": "/song.ogg"})
+		want(t, "before", f.do("GET", "/s/"+l.Token+"/download", "", nil, nil), http.StatusOK, "la la la")
+		f.gone.Store("carol", true)
+		r := f.do("GET", "/s/"+l.Token+"/download", "", nil, nil)
+		if r.code != http.StatusNotFound || r.body != unknown.body {
+			t.Fatalf("a link of a removed user: %d %s", r.code, r.body)
+		}
+		f.gone.Delete("carol")
+		want(t, "back", f.do("GET", "/s/"+l.Token+"/download", "", nil, nil), http.StatusOK, "la la la")
 	})
 
 	t.Run("BadRequests", func(t *testing.T) {
