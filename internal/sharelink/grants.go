@@ -217,7 +217,7 @@ func (h *Handler) serveWithMe(w http.ResponseWriter, r *http.Request, user strin
 		}
 		out := []GrantInfo{}
 		for _, g := range gs {
-			if g.Owner != user && h.mine(ctx, g, user) {
+			if g.Owner != user && h.mine(ctx, g, user) && (h.cfg.OwnerActive == nil || h.cfg.OwnerActive(ctx, g.Owner)) {
 				out = append(out, grantInfo(g))
 			}
 		}
