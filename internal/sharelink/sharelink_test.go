@@ -4,10 +4,13 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"io"
+	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -260,6 +263,42 @@ func TestShareLinks(t *testing.T) {
 		if r.code != http.StatusPartialContent || r.body != "quarterly" || r.hdr.Get("Content-Range") != "bytes 4-12/21" {
 			t.Fatalf("range: %d %q %v", r.code, r.body, r.hdr)
 		}
+		// A file of several segments of the grid: a range across them,
+		// two ranges at once, a conditional GET.
+		big := make([]byte, 3<<20+11)
+		rand.Read(big)
+		f.put("alice-files", "docs/big.bin", string(big))
+		bl := f.create("alice", map[string]string{"path": "/docs/big.bin"})
+		r = f.do("GET", "/s/"+bl.Token+"/download", "", nil, nil)
+		if r.code != 200 || r.body != string(big) || r.hdr.Get("Content-Type") != "application/octet-stream" {
+			t.Fatalf("big file: %d, %d bytes, %v", r.code, len(r.body), r.hdr)
+		}
+		lo, hi := 1<<20-5, 2<<20+5
+		r = f.do("GET", "/s/"+bl.Token+"/download", "", nil, map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", lo, hi)})
+		if r.code != http.StatusPartialContent || r.body != string(big[lo:hi+1]) {
+			t.Fatalf("range across segments: %d, %d bytes", r.code, len(r.body))
+		}
+		r = f.do("GET", "/s/"+bl.Token+"/download", "", nil, map[string]string{"Range": "bytes=0-3,-4"})
+		mt, params, _ := mime.ParseMediaType(r.hdr.Get("Content-Type"))
+		if r.code != http.StatusPartialContent || mt != "multipart/byteranges" {
+			t.Fatalf("two ranges: %d %v", r.code, r.hdr)
+		}
+		mr := multipart.NewReader(strings.NewReader(r.body), params["boundary"])
+		for _, w := range [][]byte{big[:4], big[len(big)-4:]} {
+			part, err := mr.NextPart()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := io.ReadAll(part); !bytes.Equal(b, w) {
+				t.Fatalf("a part of two ranges: %x, want %x", b, w)
+			}
+		}
+		lm := f.do("HEAD", "/s/"+bl.Token+"/download", "", nil, nil).hdr.Get("Last-Modified")
+		if lm == "" {
+			t.Fatal("no Last-Modified")
+		}
+		want(t, "conditional GET", f.do("GET", "/s/"+bl.Token+"/download", "", nil, map[string]string{"If-Modified-Since": lm}), http.StatusNotModified)
+
 		f.put("alice-files", "docs/résumé 1.txt", "cv")
 		u := f.create("alice", map[string]string{"path": "/docs/résumé 1.txt"})
 		r = f.do("GET", "/s/"+u.Token+"/download", "", nil, nil)
