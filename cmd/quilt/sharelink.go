@@ -29,7 +29,7 @@ func shareLinks(gw *gateway.Gateway, usersFile string, log *slog.Logger) (*share
 		},
 		// A user taken out of the file takes their links and grants along.
 		OwnerActive: func(ctx context.Context, owner string) bool { return knownUser(usersFile, owner) },
-		Logger: log,
+		Logger:      log,
 	})
 }
 
