@@ -65,6 +65,11 @@ type Env struct {
 	// Scale multiplies parallel-transfers' file sizes (the paper's go to
 	// 1 GB); 0 means 1, or 0.01 with Quick.
 	Scale float64
+	// Doors are parallel-transfers' ways in: "webdav", "s3", "object"
+	// (Quilt's, mixed at random in each case) and "rclone" (rclone serve
+	// webdav on a local disk, the reference); nil means webdav, s3 and
+	// rclone.
+	Doors []string
 }
 
 func (e *Env) logf(format string, args ...any) {
