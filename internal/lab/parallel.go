@@ -149,6 +149,7 @@ func runParallel(ctx context.Context, env *Env) error {
 		names []string
 		doors map[string]door
 		pool  *filePool
+		clean func() error // after each case, if not nil
 	}
 	var groups []group
 	if len(plan.quilt) > 0 {
@@ -157,7 +158,7 @@ func runParallel(ctx context.Context, env *Env) error {
 			return err
 		}
 		defer stop()
-		groups = append(groups, group{"Quilt", plan.quilt, doors, &filePool{}})
+		groups = append(groups, group{"Quilt", plan.quilt, doors, &filePool{}, nil})
 	}
 	if plan.reference {
 		d, stop, err := openRcloneDoor(ctx, env, work, hc, plan.sizes)
@@ -165,7 +166,17 @@ func runParallel(ctx context.Context, env *Env) error {
 			return err
 		}
 		defer stop()
-		groups = append(groups, group{"rclone", []string{doorRclone}, map[string]door{doorRclone: d}, &filePool{}})
+		// The local disk's uploads are removed after each case, which
+		// bounds the disk it takes; Quilt keeps its own (deleted objects'
+		// shares stay until garbage collection anyway).
+		pool := &filePool{}
+		clean := func() error {
+			if err := pool.removeUploads(filepath.Join(work, rcloneDisk)); err != nil {
+				return fmt.Errorf("lab: removing rclone's uploads: %w", err)
+			}
+			return nil
+		}
+		groups = append(groups, group{"rclone", []string{doorRclone}, map[string]door{doorRclone: d}, pool, clean})
 	}
 	for _, g := range groups {
 		for _, s := range plan.sizes {
@@ -182,9 +193,16 @@ func runParallel(ctx context.Context, env *Env) error {
 				return ctx.Err()
 			}
 			all = append(all, res...)
-			for _, c := range summarize(res, g.names) {
-				if c.n > 0 {
-					env.logf("Np %3d %-7s %-8s %8s  transfers %4d  ok %4d  mean %.3g s", np, c.door, opName(c.up), sizeName(c.size), c.n, c.ok, c.mean)
+			cells := summarize(res, g.names)
+			for _, d := range g.names {
+				for _, up := range []bool{false, true} {
+					n, ok := opTotals(cells, d, np, up)
+					env.logf("Np %3d  %-7s %-8s  transfers %4d  failed %3d", np, d, opName(up), n, n-ok)
+				}
+			}
+			if g.clean != nil {
+				if err := g.clean(); err != nil {
+					return err
 				}
 			}
 		}
@@ -226,6 +244,24 @@ func (fp *filePool) add(name string, size int64) {
 		fp.files = map[int64][]string{}
 	}
 	fp.files[size] = append(fp.files[size], name)
+}
+
+// removeUploads removes every file but the seeds from the pool and from
+// dir.
+func (fp *filePool) removeUploads(dir string) error {
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	for size, names := range fp.files {
+		for _, n := range names {
+			if n != seedName(size) {
+				if err := os.Remove(filepath.Join(dir, n)); err != nil {
+					return err
+				}
+			}
+		}
+		fp.files[size] = []string{seedName(size)}
+	}
+	return nil
 }
 
 // pick returns a random file of size, or false if there is none.
@@ -378,11 +414,14 @@ func openQuiltDoors(ctx context.Context, env *Env, work, at string, hc *http.Cli
 	return doors, stop, nil
 }
 
+// rcloneDisk is the directory under the work directory that rclone serves.
+const rcloneDisk = "rclone-disk"
+
 // openRcloneDoor fills a local directory with one file of each size,
 // serves it with rclone serve webdav and returns its door and a function
 // that stops rclone.
 func openRcloneDoor(ctx context.Context, env *Env, work string, hc *http.Client, sizes []int64) (door, func(), error) {
-	dir := filepath.Join(work, "rclone-disk")
+	dir := filepath.Join(work, rcloneDisk)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}

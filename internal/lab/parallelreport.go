@@ -218,7 +218,10 @@ func timeTables(cells []xferCell, doors []string, sizes []int64, nps []int) []*r
 			if pt, ok := paperFor(door, up); ok {
 				t.Title += fmt.Sprintf(", as the paper's Tab. %d (%s)", pt.number, pt.service)
 			}
-			t.Columns = []string{"Np", "measured"}
+			t.Columns = []string{"Np"}
+			if hasPaper {
+				t.Columns = append(t.Columns, "measured")
+			}
 			for _, s := range desc {
 				t.Columns = append(t.Columns, sizeName(s))
 			}
@@ -228,7 +231,10 @@ func timeTables(cells []xferCell, doors []string, sizes []int64, nps []int) []*r
 				if n == 0 {
 					continue
 				}
-				row := []any{np, "here"}
+				row := []any{np}
+				if hasPaper {
+					row = append(row, "here")
+				}
 				for _, s := range desc {
 					row = append(row, nil)
 					for _, c := range cells {
