@@ -332,7 +332,8 @@ func parallelPlots(cells []xferCell, doors []string, sizes []int64, nps []int) m
 	largest := slices.Max(sizes)
 	fig3 := &report.Plot{Title: fmt.Sprintf("Mean transfer time of %s files vs Np (paper's Fig. 3)", sizeName(largest)),
 		XLabel: "Np (parallel workers)", YLabel: "seconds", LogX: true, LogY: true}
-	fig4 := &report.Plot{Title: "Efficiency vs Np (paper's Fig. 4)", XLabel: "Np (parallel workers)", YLabel: "fraction of transfers that succeeded", LogX: true}
+	fig4 := &report.Plot{Title: "Efficiency vs Np (paper's Fig. 4)", XLabel: "Np (parallel workers)", YLabel: "fraction of transfers that succeeded",
+		LogX: true, YMin: 0, YMax: 1.05, LegendBottom: true}
 	for _, door := range doors {
 		for _, up := range []bool{false, true} {
 			var t3, e4 report.Series
