@@ -93,7 +93,7 @@ func planParallel(env *Env) (parallelPlan, error) {
 	}
 	p.caseTime, p.timeout = 60*time.Second, 10*time.Minute
 	if env.Quick {
-		p.caseTime, p.timeout = 10*time.Second, 2*time.Minute
+		p.caseTime, p.timeout = 20*time.Second, 2*time.Minute
 	}
 	doors := env.Doors
 	if len(doors) == 0 {
