@@ -390,3 +390,60 @@ func TestParallelDoors(t *testing.T) {
 		t.Errorf("a changed byte on rclone's disk: %v", err)
 	}
 }
+
+// TestParallelTransfersQuick runs the experiment's quick variant with
+// the S3 door and rclone's at 1/1000 of the paper's sizes and checks its
+// outputs: every door, Np and direction has transfers, none failed, and
+// rclone's directory holds only the seed files after the run.
+func TestParallelTransfersQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the quick experiment (about 2 min)")
+	}
+	if _, err := exec.LookPath("rclone"); err != nil {
+		t.Fatal("rclone is not installed (apt-get install rclone): ", err)
+	}
+	out, work := t.TempDir(), t.TempDir()
+	env := &Env{Quick: true, Out: out, Work: work, Seed: 1, Scale: 0.001, Doors: []string{doorS3, doorRclone}}
+	if err := Run(context.Background(), "parallel-transfers", env); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(out, "parallel-transfers.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rows[1:] {
+		seen[r[0]+" "+r[1]+" "+r[2]] = true
+		if r[5] != r[6] {
+			t.Errorf("%v: failures", r)
+		}
+	}
+	for _, d := range []string{doorS3, doorRclone} {
+		for _, np := range []string{"1", "5", "25"} {
+			for _, op := range []string{"download", "upload"} {
+				if !seen[d+" "+np+" "+op] {
+					t.Errorf("no %s %s at Np %s", d, op, np)
+				}
+			}
+		}
+	}
+	for _, n := range []string{"parallel-transfers.md", "parallel-transfers-fig3.png", "parallel-transfers-fig4.png", "parallel-transfers-rclone-upload.png"} {
+		if st, err := os.Stat(filepath.Join(out, n)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	left, err := os.ReadDir(filepath.Join(work, "parallel-transfers", rcloneDisk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		if !strings.HasPrefix(e.Name(), "seed-") {
+			t.Errorf("rclone's upload %s left after the run", e.Name())
+		}
+	}
+}
