@@ -212,10 +212,10 @@ func timeTables(cells []xferCell, doors []string, sizes []int64, nps []int) []*r
 	var tabs []*report.Table
 	for _, door := range doors {
 		for _, up := range []bool{false, true} {
-			pt, hasPaper := paperFor(door, up)
-			hasPaper = hasPaper && comparable(sizes)
+			pt, counterpart := paperFor(door, up)
+			hasPaper := counterpart && comparable(sizes)
 			t := &report.Table{Title: fmt.Sprintf("%s / %s transfer time (seconds)", doorTitle(door), opName(up))}
-			if pt, ok := paperFor(door, up); ok {
+			if counterpart {
 				t.Title += fmt.Sprintf(", as the paper's Tab. %d (%s)", pt.number, pt.service)
 			}
 			t.Columns = []string{"Np"}
