@@ -130,6 +130,9 @@ type Gateway struct {
 
 	regMu      sync.Mutex
 	registered map[sharefile.SI]bool // in the repair registries (leases.go)
+
+	acct  accounts   // users, groups, verified logins (users.go)
+	quota quotaState // quotas and bucket usage (quota.go)
 }
 
 // bucket is an open object namespace.

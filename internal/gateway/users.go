@@ -1,0 +1,713 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/quilt-grid/quilt/internal/dag"
+)
+
+// Accounts are the people who use the gateway's files: each user has a
+// password (Argon2id, password.go), app passwords for clients, an admin
+// flag, groups, a quota, and a home drive — a bucket made with the
+// account, HomeBucket(NAME), with an S3 access key that owns it, so what
+// the user saves through WebDAV or the web app is read through S3 with
+// that key and the other way round. Users are records of the registry
+// under /users/NAME, groups under /groups/NAME, beside /keys/ID: every
+// gateway sharing the registry knows every account, and sees a change
+// made through another one within a second (its background sync).
+
+// Errors of accounts.
+var (
+	ErrNoUser        = errors.New("gateway: no such user")
+	ErrUserExists    = errors.New("gateway: user exists")
+	ErrBadName       = errors.New("gateway: invalid user or group name")
+	ErrNoGroup       = errors.New("gateway: no such group")
+	ErrGroupExists   = errors.New("gateway: group exists")
+	ErrNoAppPassword = errors.New("gateway: no such app password")
+	ErrBadLabel      = errors.New("gateway: invalid app password label")
+	ErrHomeExists    = errors.New("gateway: home bucket exists")
+)
+
+const (
+	maxAppPasswords  = 100 // per user
+	maxCachedPerUser = 8   // verified passwords remembered per user
+	homePrefix       = "home-"
+)
+
+var (
+	userNamePattern   = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$`)
+	errNoRecord       = errors.New("gateway: no record")
+	errTooManyAppPass = fmt.Errorf("%w: at most %d per user", ErrBadLabel, maxAppPasswords)
+)
+
+// CheckName tells whether name may name a user or a group: 1-32 of a-z,
+// 0-9 and -, starting with a letter, not ending with a hyphen, no two
+// hyphens side by side; a user's home bucket name must be valid too.
+func CheckName(name string) error {
+	switch {
+	case !userNamePattern.MatchString(name):
+		return fmt.Errorf("%w: %q (1-32 of a-z 0-9 -, starting with a letter, not ending with -)", ErrBadName, name)
+	case strings.Contains(name, "--"):
+		return fmt.Errorf("%w: %q (no two hyphens side by side)", ErrBadName, name)
+	}
+	if err := CheckBucketName(HomeBucket(name)); err != nil {
+		return fmt.Errorf("%w: %q (its home bucket name is not valid: %v)", ErrBadName, name, err)
+	}
+	return nil
+}
+
+// HomeBucket is the name of the home drive made for user name:
+// "home-NAME", which is a valid S3 bucket name for every valid user name.
+func HomeBucket(name string) string { return homePrefix + name }
+
+// User is an account, as Users and Authenticate return it (without its
+// password hashes).
+type User struct {
+	Name   string   `json:"name"`
+	Admin  bool     `json:"admin,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	// Quota is how many bytes the home bucket may hold; 0: no limit.
+	Quota int64 `json:"quota,omitempty"`
+	// Home is the user's bucket (their drive).
+	Home string `json:"home"`
+	// KeyID is the S3 access key with owner permission on Home.
+	KeyID        string        `json:"key"`
+	Created      time.Time     `json:"created"`
+	AppPasswords []AppPassword `json:"apps,omitempty"`
+}
+
+// AppPassword is a password for one client (a sync client, a phone),
+// which logs in as the user does and is revoked on its own.
+type AppPassword struct {
+	ID      string    `json:"id"`
+	Label   string    `json:"label"`
+	Created time.Time `json:"created"`
+	Hash    string    `json:"hash,omitempty"` // in the registry only
+}
+
+// InGroup reports whether u is a member of group.
+func (u User) InGroup(group string) bool { return slices.Contains(u.Groups, group) }
+
+// userRecord is a user as the registry keeps it.
+type userRecord struct {
+	User
+	Hash string `json:"hash"` // Argon2id, PHC form
+}
+
+// public is the user without hashes.
+func (r userRecord) public() User {
+	u := r.User
+	u.Groups = slices.Clone(u.Groups)
+	u.AppPasswords = slices.Clone(u.AppPasswords)
+	for i := range u.AppPasswords {
+		u.AppPasswords[i].Hash = ""
+	}
+	return u
+}
+
+// Group is a set of users.
+type Group struct {
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	// Members are the users in the group (computed by Groups, not
+	// stored: membership is kept with each user).
+	Members []string `json:"-"`
+}
+
+// accounts is the gateway's state of accounts: a lock for its
+// read-modify-write changes, and the logins verified recently.
+type accounts struct {
+	mu sync.Mutex // one change of a user or group at a time here
+
+	authMu sync.Mutex
+	authed map[string][]authEntry // by user name
+}
+
+// authEntry is a password that matched a hash: it is trusted again
+// without Argon2id while the user's record still holds that hash.
+type authEntry struct {
+	sum  [32]byte // SHA-256 of the password
+	hash string   // the hash it matched
+}
+
+// NewUser is what CreateUser needs.
+type NewUser struct {
+	Name     string
+	Password string
+	Admin    bool
+	Groups   []string // made if missing
+	Quota    int64    // bytes; 0: no limit
+	// Home, if set, is an existing bucket to give the user (made if
+	// missing) instead of a new HomeBucket(Name).
+	Home string
+}
+
+// userPath and groupPath are the records' registry paths.
+func userPath(name string) string  { return "/users/" + name }
+func groupPath(name string) string { return "/groups/" + name }
+
+// readUser returns the record of user name as this gateway's replica has
+// it, or errNoRecord.
+func (g *Gateway) readUser(name string) (userRecord, error) {
+	var rec userRecord
+	if CheckName(name) != nil {
+		return rec, errNoRecord
+	}
+	raw, err := g.readFile(&g.registry, userPath(name))
+	if err != nil || raw == nil {
+		return rec, errNoRecord
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, fmt.Errorf("gateway: user %q record: %w", name, err)
+	}
+	return rec, nil
+}
+
+// putUser writes a user's record.
+func (g *Gateway) putUser(ctx context.Context, rec userRecord) error {
+	if err := g.ensureSet(ctx, "/users"); err != nil {
+		return err
+	}
+	body, _ := json.Marshal(rec)
+	return g.write(ctx, &g.registry, userPath(rec.Name), func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.File(a, h, n, body)
+	})
+}
+
+// User returns an account, after pulling the registry if this gateway
+// does not know it.
+func (g *Gateway) User(ctx context.Context, name string) (User, error) {
+	if err := CheckName(name); err != nil {
+		return User{}, err
+	}
+	rec, err := g.readUser(name)
+	if errors.Is(err, errNoRecord) {
+		g.sync(ctx, &g.registry)
+		rec, err = g.readUser(name)
+	}
+	if errors.Is(err, errNoRecord) {
+		return User{}, fmt.Errorf("%w: %q", ErrNoUser, name)
+	}
+	if err != nil {
+		return User{}, err
+	}
+	return rec.public(), nil
+}
+
+// Users lists the accounts, by name, after pulling the registry.
+func (g *Gateway) Users(ctx context.Context) ([]User, error) {
+	g.sync(ctx, &g.registry)
+	recs, err := g.userRecords()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]User, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, r.public())
+	}
+	return out, nil
+}
+
+// userRecords reads every user record of the replica, by name.
+func (g *Gateway) userRecords() ([]userRecord, error) {
+	items, err := g.db.List(g.registry.ns, "/users", "", 0)
+	if err != nil {
+		return nil, nil // no /users yet: no users
+	}
+	var out []userRecord
+	for _, it := range items {
+		raw, _ := g.readFile(&g.registry, it.Path)
+		var r userRecord
+		if raw != nil && json.Unmarshal(raw, &r) == nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// CreateUser makes an account: its home bucket (HomeBucket(Name), which
+// must not exist, unless nu.Home names a bucket to give it), an S3 access
+// key with owner permission on it, the groups named if missing, and the
+// user's record. It returns the user and the key (whose secret is shown
+// to nobody else: print it once). A failure part way undoes what was
+// made.
+func (g *Gateway) CreateUser(ctx context.Context, nu NewUser) (User, AccessKey, error) {
+	if err := CheckName(nu.Name); err != nil {
+		return User{}, AccessKey{}, err
+	}
+	if err := CheckPassword(nu.Password); err != nil {
+		return User{}, AccessKey{}, err
+	}
+	if nu.Quota < 0 {
+		return User{}, AccessKey{}, fmt.Errorf("gateway: quota %d: want 0 (no limit) or more bytes", nu.Quota)
+	}
+	for _, gr := range nu.Groups {
+		if err := CheckName(gr); err != nil {
+			return User{}, AccessKey{}, err
+		}
+	}
+	g.acct.mu.Lock()
+	defer g.acct.mu.Unlock()
+	g.sync(ctx, &g.registry)
+	if _, err := g.readUser(nu.Name); err == nil {
+		return User{}, AccessKey{}, fmt.Errorf("%w: %q", ErrUserExists, nu.Name)
+	}
+	home := nu.Home
+	makeHome := false
+	if home == "" {
+		home = HomeBucket(nu.Name)
+		if _, err := g.bucket(ctx, home); err == nil {
+			return User{}, AccessKey{}, fmt.Errorf("%w: %q (left by a removed user?): give it to the user explicitly, or delete it first", ErrHomeExists, home)
+		}
+		makeHome = true
+	} else if _, err := g.bucket(ctx, home); errors.Is(err, ErrNoBucket) {
+		if err := CheckBucketName(home); err != nil {
+			return User{}, AccessKey{}, err
+		}
+		makeHome = true
+	} else if err != nil {
+		return User{}, AccessKey{}, err
+	}
+	hash := hashPassword(nu.Password)
+	key, err := g.CreateKey(ctx, false, map[string]Perm{home: Owner})
+	if err != nil {
+		return User{}, AccessKey{}, err
+	}
+	undo := func() { g.DeleteKey(context.WithoutCancel(ctx), key.ID) }
+	if makeHome {
+		if err := g.CreateBucket(ctx, home, key.ID); err != nil {
+			undo()
+			return User{}, AccessKey{}, fmt.Errorf("gateway: home bucket of %q: %w", nu.Name, err)
+		}
+		undoKey := undo
+		undo = func() { undoKey(); g.DeleteBucket(context.WithoutCancel(ctx), home) }
+	}
+	groups := slices.Clone(nu.Groups)
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	for _, gr := range groups {
+		if err := g.ensureGroup(ctx, gr); err != nil {
+			undo()
+			return User{}, AccessKey{}, err
+		}
+	}
+	rec := userRecord{User: User{Name: nu.Name, Admin: nu.Admin, Groups: groups, Quota: nu.Quota, Home: home,
+		KeyID: key.ID, Created: time.Now().UTC()}, Hash: hash}
+	if err := g.putUser(ctx, rec); err != nil {
+		undo()
+		return User{}, AccessKey{}, err
+	}
+	return rec.public(), key, nil
+}
+
+// changeUser applies change to user name's record and writes it.
+func (g *Gateway) changeUser(ctx context.Context, name string, change func(*userRecord) error) (User, error) {
+	if err := CheckName(name); err != nil {
+		return User{}, err
+	}
+	g.acct.mu.Lock()
+	defer g.acct.mu.Unlock()
+	g.sync(ctx, &g.registry)
+	rec, err := g.readUser(name)
+	if errors.Is(err, errNoRecord) {
+		return User{}, fmt.Errorf("%w: %q", ErrNoUser, name)
+	}
+	if err != nil {
+		return User{}, err
+	}
+	if err := change(&rec); err != nil {
+		return User{}, err
+	}
+	if err := g.putUser(ctx, rec); err != nil {
+		return User{}, err
+	}
+	return rec.public(), nil
+}
+
+// SetPassword replaces a user's password. Logins with the old one fail
+// from then on, here at once and on other gateways as soon as they have
+// the record (a second); app passwords stay.
+func (g *Gateway) SetPassword(ctx context.Context, name, password string) error {
+	if err := CheckPassword(password); err != nil {
+		return err
+	}
+	hash := hashPassword(password)
+	_, err := g.changeUser(ctx, name, func(r *userRecord) error { r.Hash = hash; return nil })
+	g.forget(name)
+	return err
+}
+
+// UserChange is a change of an account's settings; nil fields stay.
+type UserChange struct {
+	Admin  *bool
+	Quota  *int64
+	Groups *[]string // the whole new list; groups named are made if missing
+}
+
+// UpdateUser changes an account's admin flag, quota or groups.
+func (g *Gateway) UpdateUser(ctx context.Context, name string, c UserChange) (User, error) {
+	if c.Quota != nil && *c.Quota < 0 {
+		return User{}, fmt.Errorf("gateway: quota %d: want 0 (no limit) or more bytes", *c.Quota)
+	}
+	var groups []string
+	if c.Groups != nil {
+		groups = slices.Clone(*c.Groups)
+		slices.Sort(groups)
+		groups = slices.Compact(groups)
+		for _, gr := range groups {
+			if err := CheckName(gr); err != nil {
+				return User{}, err
+			}
+		}
+	}
+	return g.changeUser(ctx, name, func(r *userRecord) error {
+		if c.Admin != nil {
+			r.Admin = *c.Admin
+		}
+		if c.Quota != nil {
+			r.Quota = *c.Quota
+		}
+		if c.Groups != nil {
+			for _, gr := range groups {
+				if err := g.ensureGroup(ctx, gr); err != nil {
+					return err
+				}
+			}
+			r.Groups = groups
+		}
+		return nil
+	})
+}
+
+// DeleteUser removes an account and its S3 access key: its logins fail
+// from then on. The home bucket and its files are kept (an admin key
+// still reaches them) unless purge is set: then every object and
+// multipart upload in it is deleted, and the bucket too.
+func (g *Gateway) DeleteUser(ctx context.Context, name string, purge bool) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	g.acct.mu.Lock()
+	g.sync(ctx, &g.registry)
+	rec, err := g.readUser(name)
+	if err != nil {
+		g.acct.mu.Unlock()
+		if errors.Is(err, errNoRecord) {
+			return fmt.Errorf("%w: %q", ErrNoUser, name)
+		}
+		return err
+	}
+	err = g.write(ctx, &g.registry, userPath(name), func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.Entry(dag.Delete, a, h, n, nil), nil
+	})
+	g.acct.mu.Unlock()
+	g.forget(name)
+	if err != nil {
+		return err
+	}
+	if rec.KeyID != "" {
+		if err := g.DeleteKey(ctx, rec.KeyID); err != nil && !errors.Is(err, ErrDenied) {
+			return fmt.Errorf("gateway: user %q removed, but not their access key %s: %w", name, rec.KeyID, err)
+		}
+	}
+	if purge {
+		if err := g.PurgeBucket(ctx, rec.Home); err != nil && !errors.Is(err, ErrNoBucket) {
+			return fmt.Errorf("gateway: user %q removed, but not their bucket %q: %w", name, rec.Home, err)
+		}
+	}
+	return nil
+}
+
+// PurgeBucket deletes every object and multipart upload of a bucket,
+// then the bucket.
+func (g *Gateway) PurgeBucket(ctx context.Context, name string) error {
+	us, err := g.Uploads(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, u := range us {
+		if err := g.AbortUpload(ctx, name, u.Key, u.ID); err != nil && !errors.Is(err, ErrNoUpload) {
+			return err
+		}
+	}
+	for {
+		l, err := g.List(ctx, name, "", "", "", 1000)
+		if err != nil {
+			return err
+		}
+		if len(l.Objects) == 0 {
+			break
+		}
+		for _, o := range l.Objects {
+			if err := g.Delete(ctx, name, o.Key); err != nil {
+				return err
+			}
+		}
+	}
+	return g.DeleteBucket(ctx, name)
+}
+
+// checkLabel tells whether an app password's label is usable: 1-100
+// printable characters.
+func checkLabel(label string) error {
+	if label == "" || len(label) > 100 || strings.IndexFunc(label, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return fmt.Errorf("%w: %q (1-100 printable characters)", ErrBadLabel, label)
+	}
+	return nil
+}
+
+// AddAppPassword makes a new app password for user name, labelled (say,
+// "laptop sync"), and returns it with its secret, which is kept only as
+// a hash: show it once.
+func (g *Gateway) AddAppPassword(ctx context.Context, name, label string) (AppPassword, string, error) {
+	if err := checkLabel(label); err != nil {
+		return AppPassword{}, "", err
+	}
+	secret := newAppSecret()
+	id := make([]byte, 5)
+	rand.Read(id)
+	ap := AppPassword{ID: hex.EncodeToString(id), Label: label, Created: time.Now().UTC(), Hash: hashAppPassword(secret)}
+	_, err := g.changeUser(ctx, name, func(r *userRecord) error {
+		if len(r.AppPasswords) >= maxAppPasswords {
+			return errTooManyAppPass
+		}
+		r.AppPasswords = append(r.AppPasswords, ap)
+		return nil
+	})
+	ap.Hash = ""
+	return ap, secret, err
+}
+
+// RemoveAppPassword revokes one of a user's app passwords, by ID: logins
+// with it fail from then on.
+func (g *Gateway) RemoveAppPassword(ctx context.Context, name, id string) error {
+	_, err := g.changeUser(ctx, name, func(r *userRecord) error {
+		i := slices.IndexFunc(r.AppPasswords, func(a AppPassword) bool { return a.ID == id })
+		if i < 0 {
+			return fmt.Errorf("%w: %q of %q", ErrNoAppPassword, id, name)
+		}
+		r.AppPasswords = slices.Delete(r.AppPasswords, i, i+1)
+		return nil
+	})
+	g.forget(name)
+	return err
+}
+
+// Authenticate checks a user's password or one of their app passwords
+// and returns the user. An unknown user and a wrong password are both
+// ErrDenied, and cost the same: an Argon2id verification (of a dummy
+// hash for an unknown user). A password that matched is remembered (by
+// its SHA-256) while the hash it matched stays in the user's record, so
+// a client that sends it with every request pays Argon2id once; a new
+// password, a revoked app password or a removed user ends that at once.
+// It reads this gateway's replica of the registry, which its background
+// sync keeps within a second of the grid.
+func (g *Gateway) Authenticate(ctx context.Context, name, password string) (User, error) {
+	rec, err := g.readUser(name)
+	if err != nil || len(password) > maxPassword {
+		verifyPassword(dummyHash(), password[:min(len(password), maxPassword)])
+		return User{}, ErrDenied
+	}
+	sum := sha256.Sum256([]byte(password))
+	current := func(hash string) bool {
+		if hash == rec.Hash {
+			return true
+		}
+		return slices.ContainsFunc(rec.AppPasswords, func(a AppPassword) bool { return a.Hash == hash })
+	}
+	if g.cached(name, sum, current) {
+		return rec.public(), nil
+	}
+	matched := ""
+	appHash := hashAppPassword(password)
+	for _, a := range rec.AppPasswords {
+		if subtle.ConstantTimeCompare([]byte(a.Hash), []byte(appHash)) == 1 {
+			matched = a.Hash
+		}
+	}
+	if verifyPassword(rec.Hash, password) {
+		matched = rec.Hash
+	}
+	if matched == "" {
+		return User{}, ErrDenied
+	}
+	g.remember(name, authEntry{sum: sum, hash: matched})
+	return rec.public(), nil
+}
+
+// cached reports whether a password of this SHA-256 matched one of the
+// user's hashes that current still accepts; entries of hashes no longer
+// current are dropped.
+func (g *Gateway) cached(name string, sum [32]byte, current func(hash string) bool) bool {
+	g.acct.authMu.Lock()
+	defer g.acct.authMu.Unlock()
+	es := g.acct.authed[name]
+	ok := false
+	kept := es[:0]
+	for _, e := range es {
+		if !current(e.hash) {
+			continue
+		}
+		kept = append(kept, e)
+		if subtle.ConstantTimeCompare(e.sum[:], sum[:]) == 1 {
+			ok = true
+		}
+	}
+	if len(kept) == 0 {
+		delete(g.acct.authed, name)
+	} else {
+		g.acct.authed[name] = kept
+	}
+	return ok
+}
+
+// remember adds a verified password, keeping the last few per user.
+func (g *Gateway) remember(name string, e authEntry) {
+	g.acct.authMu.Lock()
+	defer g.acct.authMu.Unlock()
+	if g.acct.authed == nil {
+		g.acct.authed = map[string][]authEntry{}
+	}
+	es := append(g.acct.authed[name], e)
+	if len(es) > maxCachedPerUser {
+		es = es[len(es)-maxCachedPerUser:]
+	}
+	g.acct.authed[name] = es
+}
+
+// forget drops the verified passwords of a user.
+func (g *Gateway) forget(name string) {
+	g.acct.authMu.Lock()
+	delete(g.acct.authed, name)
+	g.acct.authMu.Unlock()
+}
+
+// ensureGroup makes a group if there is none of the name.
+func (g *Gateway) ensureGroup(ctx context.Context, name string) error {
+	if raw, _ := g.readFile(&g.registry, groupPath(name)); raw != nil {
+		return nil
+	}
+	return g.putGroup(ctx, Group{Name: name, Created: time.Now().UTC()})
+}
+
+func (g *Gateway) putGroup(ctx context.Context, gr Group) error {
+	if err := g.ensureSet(ctx, "/groups"); err != nil {
+		return err
+	}
+	body, _ := json.Marshal(gr)
+	return g.write(ctx, &g.registry, groupPath(gr.Name), func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.File(a, h, n, body)
+	})
+}
+
+// CreateGroup makes a group.
+func (g *Gateway) CreateGroup(ctx context.Context, name string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	g.acct.mu.Lock()
+	defer g.acct.mu.Unlock()
+	g.sync(ctx, &g.registry)
+	if raw, _ := g.readFile(&g.registry, groupPath(name)); raw != nil {
+		return fmt.Errorf("%w: %q", ErrGroupExists, name)
+	}
+	return g.putGroup(ctx, Group{Name: name, Created: time.Now().UTC()})
+}
+
+// Groups lists the groups, by name, with their members, after pulling
+// the registry.
+func (g *Gateway) Groups(ctx context.Context) ([]Group, error) {
+	g.sync(ctx, &g.registry)
+	items, err := g.db.List(g.registry.ns, "/groups", "", 0)
+	if err != nil {
+		return nil, nil // no /groups yet
+	}
+	users, err := g.userRecords()
+	if err != nil {
+		return nil, err
+	}
+	var out []Group
+	for _, it := range items {
+		raw, _ := g.readFile(&g.registry, it.Path)
+		var gr Group
+		if raw == nil || json.Unmarshal(raw, &gr) != nil {
+			continue
+		}
+		for _, u := range users {
+			if u.InGroup(gr.Name) {
+				gr.Members = append(gr.Members, u.Name)
+			}
+		}
+		out = append(out, gr)
+	}
+	return out, nil
+}
+
+// DeleteGroup removes a group, and takes its members out of it.
+func (g *Gateway) DeleteGroup(ctx context.Context, name string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	g.acct.mu.Lock()
+	defer g.acct.mu.Unlock()
+	g.sync(ctx, &g.registry)
+	if raw, _ := g.readFile(&g.registry, groupPath(name)); raw == nil {
+		return fmt.Errorf("%w: %q", ErrNoGroup, name)
+	}
+	users, err := g.userRecords()
+	if err != nil {
+		return err
+	}
+	for _, u := range users {
+		if i := slices.Index(u.Groups, name); i >= 0 {
+			u.Groups = slices.Delete(u.Groups, i, i+1)
+			if err := g.putUser(ctx, u); err != nil {
+				return err
+			}
+		}
+	}
+	return g.write(ctx, &g.registry, groupPath(name), func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+		return w.Entry(dag.Delete, a, h, n, nil), nil
+	})
+}
+
+// SetMembership adds users to a group (add) or takes them out of it; the
+// group must exist.
+func (g *Gateway) SetMembership(ctx context.Context, group string, users []string, add bool) error {
+	if err := CheckName(group); err != nil {
+		return err
+	}
+	g.sync(ctx, &g.registry)
+	if raw, _ := g.readFile(&g.registry, groupPath(group)); raw == nil {
+		return fmt.Errorf("%w: %q", ErrNoGroup, group)
+	}
+	for _, name := range users {
+		if _, err := g.changeUser(ctx, name, func(r *userRecord) error {
+			i := slices.Index(r.Groups, group)
+			switch {
+			case add && i < 0:
+				r.Groups = append(r.Groups, group)
+				slices.Sort(r.Groups)
+			case !add && i >= 0:
+				r.Groups = slices.Delete(r.Groups, i, i+1)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
