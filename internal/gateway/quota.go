@@ -169,9 +169,10 @@ func (g *Gateway) checkQuota(b *bucket, add, drop int64) error {
 	return nil
 }
 
-// room returns how many bytes a write to key path p of b may still
-// store (the quota, less what the bucket holds, plus the version it
-// replaces), or -1 for no limit.
+// room returns how many bytes a write to key path p of b may store (the
+// quota, less what the bucket holds, plus the version it replaces; at
+// least that version's size, so a bucket over quota may still shrink),
+// or -1 for no limit.
 func (g *Gateway) room(b *bucket, p string) (int64, error) {
 	q := g.QuotaOf(b.name)
 	if q <= 0 {
@@ -181,7 +182,8 @@ func (g *Gateway) room(b *bucket, p string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return max(0, q-used+g.sizeAt(b, p)), nil
+	old := g.sizeAt(b, p)
+	return max(old, q-used+old), nil // never less than the version replaced
 }
 
 // sizeAt is the size of the object at path p of b (0 if none).
