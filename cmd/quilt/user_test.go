@@ -17,6 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/sftp"
+	"github.com/quilt-grid/quilt/internal/testgrid"
 )
 
 // readEnv reads the exports of an env file quilt up wrote.
@@ -228,5 +232,76 @@ func TestCLIUserAccounts(t *testing.T) {
 		Credentials: credentials.NewStaticCredentialsProvider(s3env["AWS_ACCESS_KEY_ID"], s3env["AWS_SECRET_ACCESS_KEY"], "")})
 	if _, err := admin.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("home-erin"), Key: aws.String("notes.txt")}); err != nil {
 		t.Fatalf("the home of a removed user is not kept: %v", err)
+	}
+}
+
+// TestWebDAVFirstAdminAndOldUsersFile: on a gateway an older version
+// left (a webdav-password and a webdav-users file), the first start
+// makes the admin account with that password; the file's other users
+// still log in with their bcrypt passwords, and see their bucket; a name
+// that is an account logs in with the account's password only, even if
+// the file has a line for it; a damaged file is refused at the start.
+func TestWebDAVFirstAdminAndOldUsersFile(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 3})
+	ctx := context.Background()
+	dir := t.TempDir()
+	gw, err := gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: g.NodeClient(), Objects: g.Objects(object.Options{}), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	if err := gw.CreateBucket(ctx, "photos", ""); err != nil {
+		t.Fatal(err)
+	}
+	pwFile := filepath.Join(dir, webdavPassword)
+	if err := os.WriteFile(pwFile, []byte("the old default password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l1, _ := sftp.PasswordLine("olga", "photos", "olga's password")
+	l2, _ := sftp.PasswordLine("quilt", "files", "the file's quilt password")
+	users := filepath.Join(dir, webdavUsersFile)
+	if err := os.WriteFile(users, []byte(l1+"\n"+l2+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := firstAdmin(ctx, gw, pwFile); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := gw.User(ctx, "quilt"); err != nil || !u.Admin || u.Home != "files" {
+		t.Fatalf("the first admin: %v %+v", err, u)
+	}
+	if err := firstAdmin(ctx, gw, pwFile); err != nil { // a second start: nothing to do
+		t.Fatal(err)
+	}
+	auth, err := accountsAuth(gw, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ user, pw, bucket string }{
+		{"quilt", "the old default password", "files"},
+		{"quilt", "the file's quilt password", ""},
+		{"olga", "olga's password", "photos"},
+		{"olga", "olga's password", "photos"}, // remembered
+		{"olga", "wrong password", ""},
+		{"nobody", "olga's password", ""},
+	} {
+		b, err := auth(ctx, c.user, c.pw)
+		if c.bucket == "" && !errors.Is(err, gateway.ErrDenied) || c.bucket != "" && (err != nil || b != c.bucket) {
+			t.Errorf("%s/%q: %q %v, want %q", c.user, c.pw, b, err, c.bucket)
+		}
+	}
+	if _, _, err := gw.CreateUser(ctx, gateway.NewUser{Name: "olga", Password: "olga's new password"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth(ctx, "olga", "olga's password"); !errors.Is(err, gateway.ErrDenied) {
+		t.Fatalf("the file's password of a name now an account: %v", err)
+	}
+	if b, err := auth(ctx, "olga", "olga's new password"); err != nil || b != "home-olga" {
+		t.Fatalf("olga's account: %q %v", b, err)
+	}
+	if err := os.WriteFile(users, []byte("olga photos password not-a-hash\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := accountsAuth(gw, users); err == nil {
+		t.Fatal("a damaged users file was taken")
 	}
 }

@@ -132,10 +132,11 @@ func firstAdmin(ctx context.Context, gw *gateway.Gateway, pwFile string) error {
 	return nil
 }
 
-// accountsAuth checks logins against the gateway's accounts, then, for
-// a name that is no account, against the users file an older gateway
-// left (bcrypt; each password that matched is remembered by its SHA-256
-// while the file keeps its hash). It returns the user's bucket.
+// accountsAuth checks logins against the gateway's accounts, except for
+// a name of the users file an older gateway left that is no account (in
+// this gateway's replica): that one is checked against the file (bcrypt;
+// a password that matched is remembered by its SHA-256 while the file
+// keeps its hash). It returns the user's bucket.
 func accountsAuth(gw *gateway.Gateway, usersFile string) (func(ctx context.Context, user, password string) (string, error), error) {
 	if _, err := sftp.LoadUsers(usersFile); err != nil {
 		return nil, err // a damaged file is said at the start
@@ -143,17 +144,11 @@ func accountsAuth(gw *gateway.Gateway, usersFile string) (func(ctx context.Conte
 	var mu sync.Mutex
 	verified := map[string][2]string{} // user: SHA-256 of the password, the hash it matched
 	return func(ctx context.Context, name, pw string) (string, error) {
-		u, err := gw.Authenticate(ctx, name, pw)
-		if err == nil {
-			return u.Home, nil
-		}
 		lus, lerr := sftp.LoadUsers(usersFile)
 		lu := lus[name]
-		if lerr != nil || lu == nil || len(lu.PasswordHashes) == 0 {
-			return "", err
-		}
-		if _, uerr := gw.User(ctx, name); uerr == nil {
-			return "", err // an account: its own password only
+		if lerr != nil || lu == nil || len(lu.PasswordHashes) == 0 || gw.KnowsUser(name) {
+			u, err := gw.Authenticate(ctx, name, pw) // an account: its own password only
+			return u.Home, err
 		}
 		sum := sha256.Sum256([]byte(pw))
 		mu.Lock()
@@ -170,7 +165,7 @@ func accountsAuth(gw *gateway.Gateway, usersFile string) (func(ctx context.Conte
 				return lu.Bucket, nil
 			}
 		}
-		return "", err
+		return "", gateway.ErrDenied
 	}, nil
 }
 

@@ -8,7 +8,7 @@
 // keys, and storage nodes see only ciphertext. Its state is itself a
 // namespace — the registry, a config namespace whose root key lives in the
 // gateway's directory — holding the buckets (their IDs, read keys and
-// root keys) and the access keys. Gateways that share the registry's
+// root keys), the access keys and the accounts (users.go). Gateways that share the registry's
 // capability and key serve the same buckets: each keeps its own replica of
 // the namespaces, syncs it with the grid's nodes, and sees another's writes
 // as soon as their entries reach it.

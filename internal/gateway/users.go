@@ -207,6 +207,13 @@ func (g *Gateway) User(ctx context.Context, name string) (User, error) {
 	return rec.public(), nil
 }
 
+// KnowsUser reports whether this gateway's replica of the registry holds
+// an account of the name (no pull from the grid: it costs no round trip).
+func (g *Gateway) KnowsUser(name string) bool {
+	_, err := g.readUser(name)
+	return err == nil
+}
+
 // Users lists the accounts, by name, after pulling the registry.
 func (g *Gateway) Users(ctx context.Context) ([]User, error) {
 	g.sync(ctx, &g.registry)
