@@ -303,9 +303,9 @@ func (b *bodyReader) failed() error {
 
 // errWriter adds the X-Quilt-Error header, the tree's error in a word
 // (ErrorCode), to a failed request's response: HTTP's statuses do not
-// tell "not a directory" from "not found".
-// A write refused for the user's quota is 507 Insufficient Storage
-// (RFC 4918), with the quota's message as the body.
+// tell "not a directory" from "not found". A write refused for the
+// user's quota is 507 Insufficient Storage (RFC 4918), with the quota's
+// message as the body.
 type errWriter struct {
 	http.ResponseWriter
 	fs    *fileSystem
