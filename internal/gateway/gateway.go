@@ -512,6 +512,11 @@ func (g *Gateway) CreateContainer(ctx context.Context, name, owner string) error
 
 // createBucket makes a bucket of a name already checked.
 func (g *Gateway) createBucket(ctx context.Context, name, owner string) error {
+	if owner != "" {
+		if k, err := g.Key(ctx, owner); err == nil && k.User != "" {
+			return fmt.Errorf("%w: the key of account %q reaches its home only, and makes no bucket", ErrDenied, k.User)
+		}
+	}
 	g.createMu.Lock()
 	defer g.createMu.Unlock()
 	if _, err := g.bucket(ctx, name); err == nil {
@@ -630,6 +635,9 @@ type AccessKey struct {
 	Admin   bool            `json:"admin,omitempty"` // every bucket, and may create buckets and keys
 	Buckets map[string]Perm `json:"buckets,omitempty"`
 	Created time.Time       `json:"created"`
+	// User is the account whose home key this is (users.go): it may not
+	// make buckets, which would be outside the account's quota.
+	User string `json:"user,omitempty"`
 }
 
 // CreateKey makes an access key.

@@ -302,6 +302,12 @@ func (g *Gateway) CreateUser(ctx context.Context, nu NewUser) (User, AccessKey, 
 		undoKey := undo
 		undo = func() { undoKey(); g.DeleteBucket(context.WithoutCancel(ctx), home) }
 	}
+	// Now the key is the account's: it makes no more buckets.
+	key.User = nu.Name
+	if err := g.PutKey(ctx, key); err != nil {
+		undo()
+		return User{}, AccessKey{}, err
+	}
 	groups := slices.Clone(nu.Groups)
 	slices.Sort(groups)
 	groups = slices.Compact(groups)
