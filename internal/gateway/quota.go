@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
 
 	"github.com/quilt-grid/quilt/internal/dag"
 	"github.com/quilt-grid/quilt/internal/namespace"
@@ -25,8 +25,15 @@ import (
 // bucket; two gateways writing to the same bucket at the same moment
 // may together pass the quota by what they write then.
 
-// ErrQuota means a write would take a bucket past its owner's quota.
-var ErrQuota = errors.New("gateway: quota exceeded")
+// ErrQuota means a write would take a bucket past its owner's quota. It
+// unwraps to syscall.EDQUOT, which a FUSE mount hands the kernel ("Disk
+// quota exceeded").
+var ErrQuota error = quotaError{}
+
+type quotaError struct{}
+
+func (quotaError) Error() string { return "gateway: quota exceeded" }
+func (quotaError) Unwrap() error { return syscall.EDQUOT }
 
 // quotaState is the gateway's view of quotas and bucket usage.
 type quotaState struct {

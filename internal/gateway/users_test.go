@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -312,7 +313,9 @@ func TestQuota(t *testing.T) {
 	if err := put("a", 6000, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := put("b", 5000, true); !errors.Is(err, gateway.ErrQuota) || !strings.Contains(err.Error(), `"home-dora"`) {
+	err := put("b", 5000, true)
+	var errno syscall.Errno
+	if !errors.Is(err, gateway.ErrQuota) || !strings.Contains(err.Error(), `"home-dora"`) || !errors.As(err, &errno) || errno != syscall.EDQUOT {
 		t.Fatalf("over quota, known length: %v", err)
 	}
 	if err := put("b", 5000, false); !errors.Is(err, gateway.ErrQuota) {
