@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -143,6 +144,13 @@ func runUser(ctx context.Context, args []string) error {
 		fmt.Printf("%s %s\n", key.ID, key.Secret)
 		fmt.Fprintf(os.Stderr, "user %s made, home bucket %s%s\n(above: the S3 access key ID and secret of the home; the secret is shown once here)\n",
 			u.Name, u.Home, quotaNote(u.Quota))
+		if b, err := os.ReadFile(filepath.Join(*dir, "webdav.env")); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if url, ok := strings.CutPrefix(line, "export QUILT_WEBDAV_URL="); ok {
+					fmt.Fprintf(os.Stderr, "WebDAV: %s%s/\n", url, u.Name)
+				}
+			}
+		}
 	case "list":
 		us, err := gw.Users(ctx)
 		if err != nil {

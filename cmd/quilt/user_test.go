@@ -135,7 +135,7 @@ func TestCLIUserAccounts(t *testing.T) {
 		t.Fatalf("user add: %v\n%s", err, errOut)
 	}
 	f := strings.Fields(out)
-	if len(f) != 2 || !strings.HasPrefix(f[0], "QK") || !strings.Contains(errOut, "home-erin") {
+	if len(f) != 2 || !strings.HasPrefix(f[0], "QK") || !strings.Contains(errOut, "home-erin") || !strings.Contains(errOut, "WebDAV: "+dav["QUILT_WEBDAV_URL"]+"erin/") {
 		t.Fatalf("user add printed %q, %q", out, errOut)
 	}
 	keyID, secret := f[0], f[1]
