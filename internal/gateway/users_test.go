@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/testgrid"
 	"github.com/quilt-grid/quilt/internal/tree"
 )
@@ -448,4 +449,40 @@ func copyRegistry(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return dir2
+}
+
+// BenchmarkAuthenticate: a login that Argon2id verifies (a new
+// password each time: nothing cached), one remembered, and a wrong one.
+func BenchmarkAuthenticate(b *testing.B) {
+	g := testgrid.New(b, testgrid.Options{Nodes: 3})
+	ctx := context.Background()
+	gw, err := gateway.Open(ctx, gateway.Config{Dir: b.TempDir(), Nodes: g.NodeClient(), Objects: g.Objects(object.Options{}), NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+	if _, _, err := gw.CreateUser(ctx, gateway.NewUser{Name: "bench", Password: "bench password"}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("remembered", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := gw.Authenticate(ctx, "bench", "bench password"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("wrong", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := gw.Authenticate(ctx, "bench", "wrong password"); err == nil {
+				b.Fatal("a wrong password logged in")
+			}
+		}
+	})
+	b.Run("unknown", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := gw.Authenticate(ctx, "nobody", "bench password"); err == nil {
+				b.Fatal("an unknown user logged in")
+			}
+		}
+	})
 }
