@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/quilt-grid/quilt/internal/dag"
+	"github.com/quilt-grid/quilt/internal/namespace"
 )
 
 // Accounts are the people who use the gateway's files: each user has a
@@ -134,6 +135,10 @@ type accounts struct {
 
 	authMu sync.Mutex
 	authed map[string][]authEntry // by user name
+
+	recMu   sync.Mutex
+	recRoot namespace.Digest      // the registry's root when recs were read
+	recs    map[string]userRecord // records read at recRoot, by name
 }
 
 // authEntry is a password that matched a hash: it is trusted again
@@ -160,11 +165,21 @@ func userPath(name string) string  { return "/users/" + name }
 func groupPath(name string) string { return "/groups/" + name }
 
 // readUser returns the record of user name as this gateway's replica has
-// it, or errNoRecord.
+// it, or errNoRecord. Records read are kept while the registry's root
+// stays the same (a login reads one at every request).
 func (g *Gateway) readUser(name string) (userRecord, error) {
 	var rec userRecord
 	if CheckName(name) != nil {
 		return rec, errNoRecord
+	}
+	root := g.db.Root(g.registry.ns)
+	a := &g.acct
+	a.recMu.Lock()
+	r, ok := a.recs[name]
+	ok = ok && a.recRoot == root
+	a.recMu.Unlock()
+	if ok {
+		return r.clone(), nil
 	}
 	raw, err := g.readFile(&g.registry, userPath(name))
 	if err != nil || raw == nil {
@@ -173,7 +188,20 @@ func (g *Gateway) readUser(name string) (userRecord, error) {
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return rec, fmt.Errorf("gateway: user %q record: %w", name, err)
 	}
+	a.recMu.Lock()
+	if a.recs == nil || a.recRoot != root {
+		a.recs, a.recRoot = map[string]userRecord{}, root
+	}
+	a.recs[name] = rec.clone()
+	a.recMu.Unlock()
 	return rec, nil
+}
+
+// clone is a copy of r that shares no slice with it.
+func (r userRecord) clone() userRecord {
+	r.Groups = slices.Clone(r.Groups)
+	r.AppPasswords = slices.Clone(r.AppPasswords)
+	return r
 }
 
 // putUser writes a user's record.
