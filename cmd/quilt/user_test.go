@@ -44,7 +44,8 @@ func readEnv(t *testing.T, path string) map[string]string {
 // managed; 'quilt user add' against it makes a user who logs in over
 // WebDAV, PUTs a file and reads it back with the S3 key the command
 // printed; the quota refuses a bigger file (507); a password read from
-// standard input works; a changed password ends the old one, a removed
+// standard input or asked for twice on a terminal works (two that differ
+// do not); a changed password ends the old one, a removed
 // user logs in no more and their key is refused; bad input is refused
 // with a clear error.
 func TestCLIUserAccounts(t *testing.T) {
@@ -172,6 +173,27 @@ func TestCLIUserAccounts(t *testing.T) {
 		t.Fatalf("user add with the password on stdin: %v\n%s", err, errOut)
 	}
 	waitCode("frank's login", 207, "PROPFIND", "frank", "frank's password", "frank/")
+	// The prompt on a terminal (script(1) gives the command a pty): the
+	// password twice, without echo; two that differ are refused.
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Fatal("script(1) is needed for the terminal prompt (util-linux)")
+	}
+	onTTY := func(input string, args ...string) (string, error) {
+		line := bin + " " + strings.Join(args, " ") + " --dir " + gwDir
+		cmd := exec.Command("script", "-qec", line, "/dev/null")
+		cmd.Env = envv
+		cmd.Stdin = strings.NewReader(input)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := onTTY("gus's password\ngus's passw0rd\n", "user", "add", "gus"); err == nil || !strings.Contains(out, "the two passwords differ") {
+		t.Fatalf("two passwords that differ: %v\n%s", err, out)
+	}
+	if out, err := onTTY("gus's password\ngus's password\n", "user", "add", "gus"); err != nil || !strings.Contains(out, "new password of gus: ") || !strings.Contains(out, "again: ") {
+		t.Fatalf("the prompt: %v\n%s", err, out)
+	}
+	waitCode("gus's login", 207, "PROPFIND", "gus", "gus's password", "gus/")
+
 	for _, c := range []struct {
 		args []string
 		want string
