@@ -51,7 +51,7 @@ const (
 var (
 	userNamePattern   = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$`)
 	errNoRecord       = errors.New("gateway: no record")
-	errTooManyAppPass = fmt.Errorf("%w: at most %d per user", ErrBadLabel, maxAppPasswords)
+	errTooManyAppPass = fmt.Errorf("gateway: at most %d app passwords per user: revoke one first", maxAppPasswords)
 )
 
 // CheckName tells whether name may name a user or a group: 1-32 of a-z,
