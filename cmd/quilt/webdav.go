@@ -15,14 +15,18 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/sftp"
+	"github.com/quilt-grid/quilt/internal/webapp"
 	"github.com/quilt-grid/quilt/internal/webdav"
 )
 
 // webdavService is a running WebDAV server over a gateway.
 type webdavService struct {
 	hs   *http.Server
+	app  *webapp.Handler
 	url  string // http://HOST:PORT/dav/
+	web  string // http://HOST:PORT/, the web app
 	env  string // the webdav.env written
 	user string // the default user, if its password is known
 }
@@ -32,6 +36,7 @@ func (s *webdavService) Close() {
 	defer cancel()
 	s.hs.Shutdown(ctx)
 	s.hs.Close()
+	s.app.Close()
 }
 
 // Files of the WebDAV server in the gateway's directory.
@@ -42,11 +47,12 @@ const (
 	webdavBucket    = "files"           // the default user's bucket (the SFTP one's too)
 )
 
-// startWebDAV serves gw's buckets over WebDAV at addr/dav/USER/, with its
-// users file in dir. The first time (no users file), it makes a default
+// startWebDAV serves gw's buckets over WebDAV at addr/dav/USER/, and the
+// web app (internal/webapp) at every other path of addr, with its users
+// file in dir; nodes, if not nil, gives the web app's grid page. The first time (no users file), it makes a default
 // user "quilt" of bucket "files" (made if missing) with a new password
 // in dir/webdav-password. It writes dir/webdav.env.
-func startWebDAV(ctx context.Context, gw *gateway.Gateway, dir, addr string, log *slog.Logger) (*webdavService, error) {
+func startWebDAV(ctx context.Context, gw *gateway.Gateway, nodes *node.Client, dir, addr string, log *slog.Logger) (*webdavService, error) {
 	users := filepath.Join(dir, webdavUsersFile)
 	pwFile := filepath.Join(dir, webdavPassword)
 	if _, err := os.Stat(users); errors.Is(err, os.ErrNotExist) {
@@ -87,14 +93,29 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, dir, addr string, log
 	if err != nil {
 		return nil, err
 	}
+	app, err := webapp.New(webapp.Config{
+		Authenticate: webappUsers(users),
+		Tree:         sharedTrees(sftp.GatewayTrees(gw)),
+		Grid:         webappGrid(nodes),
+		SpoolDir:     filepath.Join(dir, "webapp"),
+		Logger:       log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(webdav.Prefix, srv)
+	mux.Handle("/", app)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		app.Close()
 		return nil, fmt.Errorf("webdav: listen on %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	go hs.Serve(ln)
-	svc := &webdavService{hs: hs, url: "http://" + ln.Addr().String() + webdav.Prefix, env: filepath.Join(dir, "webdav.env")}
-	env := fmt.Sprintf("export QUILT_WEBDAV_URL=%s\n", svc.url)
+	svc := &webdavService{hs: hs, app: app, url: "http://" + ln.Addr().String() + webdav.Prefix,
+		web: "http://" + ln.Addr().String() + "/", env: filepath.Join(dir, "webdav.env")}
+	env := fmt.Sprintf("export QUILT_WEBDAV_URL=%s\nexport QUILT_WEB_URL=%s\n", svc.url, svc.web)
 	if b, err := os.ReadFile(pwFile); err == nil {
 		us, _ := sftp.LoadUsers(users)
 		if us[webdavDefault] != nil {
@@ -111,15 +132,16 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, dir, addr string, log
 
 // webdavHint is what quilt up and quilt webdav print about the server.
 func webdavHint(svc *webdavService) string {
+	web := fmt.Sprintf("Web app: %s\n", svc.web)
 	if svc.user == "" {
-		return fmt.Sprintf("WebDAV: %sUSER/  (users in %s)\n", svc.url, webdavUsersFile)
+		return web + fmt.Sprintf("WebDAV: %sUSER/  (users in %s)\n", svc.url, webdavUsersFile)
 	}
-	return fmt.Sprintf("WebDAV: %s%s/  user %s (bucket %s), password in %s\n        . %s; cadaver $QUILT_WEBDAV_URL$QUILT_WEBDAV_USER/\n",
+	return web + fmt.Sprintf("WebDAV: %s%s/  user %s (bucket %s), password in %s\n        . %s; cadaver $QUILT_WEBDAV_URL$QUILT_WEBDAV_USER/\n",
 		svc.url, svc.user, svc.user, webdavBucket, filepath.Join(filepath.Dir(svc.env), webdavPassword), svc.env)
 }
 
 func runWebDAV(ctx context.Context, args []string) error {
-	fs := newFlagSet("webdav", "Usage: quilt webdav --grid INVITE [flags]\n\nServes the file trees of the gateway's buckets over WebDAV at\nhttp://ADDR/dav/USER/ until interrupted. Each user of DIR/webdav-users\nlogs in with HTTP Basic auth and sees one bucket; the first start makes a\nuser \"quilt\" for bucket \"files\" with a password in DIR/webdav-password.\nPlain HTTP: serve it on 127.0.0.1, or behind a TLS proxy. See docs/files.md.")
+	fs := newFlagSet("webdav", "Usage: quilt webdav --grid INVITE [flags]\n\nServes the file trees of the gateway's buckets over WebDAV at\nhttp://ADDR/dav/USER/, and the web app at http://ADDR/, until interrupted. Each user of DIR/webdav-users\nlogs in with HTTP Basic auth and sees one bucket; the first start makes a\nuser \"quilt\" for bucket \"files\" with a password in DIR/webdav-password.\nPlain HTTP: serve it on 127.0.0.1, or behind a TLS proxy. See docs/files.md.")
 	var g gridFlags
 	g.register(fs)
 	addr := fs.String("listen", "127.0.0.1:7790", "WebDAV address (host:port)")
@@ -137,7 +159,7 @@ func runWebDAV(ctx context.Context, args []string) error {
 		return err
 	}
 	defer gw.Close()
-	svc, err := startWebDAV(ctx, gw, *dir, *addr, s.log)
+	svc, err := startWebDAV(ctx, gw, s.nodes, *dir, *addr, s.log)
 	if err != nil {
 		return err
 	}

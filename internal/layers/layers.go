@@ -135,6 +135,9 @@ var packages = map[string]Layer{
 	// webdav serves each user's bucket tree over WebDAV, with the SFTP
 	// server's users file.
 	"internal/webdav": FrontEnds,
+	// webapp is the browser app over each user's bucket tree; it imports
+	// only tree (cmd/quilt gives it accounts, trees and the grid's state).
+	"internal/webapp": FrontEnds,
 
 	"internal/lab":           Lab,
 	"internal/lab/report":    Lab,
