@@ -2,7 +2,9 @@
 // a failed login, then a login; a folder uploaded by a drop event whose
 // DataTransfer carries the folder's File objects, with the progress
 // watched to 100%; the files listed; one downloaded and compared byte
-// for byte; a rename; a delete to the trash and a restore; another user
+// for byte; a rename; a delete to the trash and a restore; a 20 MiB
+// upload broken off by a page reload and resumed from the chunk the
+// server has; another user
 // changing the URL to reach the first user's files; the app at a phone's
 // viewport (390x844); and a flow by the keyboard only.
 //
@@ -146,6 +148,43 @@ try {
   check(listed.includes('renamed.txt'), `restore: listed again: ${listed}`);
   const back = await page.evaluate(async (u) => (await fetch(u)).text(), base + `/download/${user}/album/renamed.txt`);
   check(back === files['album/notes.txt'].toString(), `restore: the same bytes`);
+
+  // 7b. A large upload broken off by a page reload resumes where the
+  // server is: the first 8 MiB chunk arrives, the second is cut (the
+  // requests aborted, the page's retries too) and the page reloaded; picking the same file again
+  // goes on from 8 MiB (the upload's ID kept in localStorage).
+  const bigPath = join(work, 'big.bin');
+  const big = randomBytes(20 * 1024 * 1024 + 5);
+  writeFileSync(bigPath, big);
+  await page.goto(base + `/files/${user}/album/`);
+  let cut = null;
+  await page.route('**/api/uploads/*?offset=*', (route) => {
+    const off = Number(new URL(route.request().url()).searchParams.get('offset'));
+    if (off > 0) {
+      cut = cut || off;
+      route.abort();
+      return;
+    }
+    route.continue();
+  });
+  await page.setInputFiles('#pick-files', bigPath);
+  await page.waitForFunction(() => Object.keys(localStorage).some((k) => k.startsWith('quilt-upload:')));
+  for (let i = 0; i < 600 && !cut; i++) await new Promise((res) => setTimeout(res, 100));
+  check(cut === 8 * 1024 * 1024, `large upload cut at the second chunk: offset ${cut}`);
+  await page.reload();
+  await page.unroute('**/api/uploads/*?offset=*');
+  await page.setInputFiles('#pick-files', bigPath);
+  await page.waitForFunction(() => document.getElementById('total-progress').value === 100, null, { timeout: 120_000 });
+  const resumed = await page.getAttribute('#file-progress li', 'data-resumed');
+  check(resumed === String(8 * 1024 * 1024), `after the reload the upload resumed at 8 MiB: ${resumed}`);
+  check(await page.evaluate(() => !Object.keys(localStorage).some((k) => k.startsWith('quilt-upload:'))), `the finished upload's ID left localStorage`);
+  const bigBack = await page.evaluate(async (u) => {
+    const b = new Uint8Array(await (await fetch(u)).arrayBuffer());
+    const d = await crypto.subtle.digest('SHA-256', b);
+    return [b.length, Array.from(new Uint8Array(d)).map((x) => x.toString(16).padStart(2, '0')).join('')];
+  }, base + `/download/${user}/album/big.bin`);
+  const { createHash } = await import('node:crypto');
+  check(bigBack[0] === big.length && bigBack[1] === createHash('sha256').update(big).digest('hex'), `the resumed upload is byte for byte the file: ${bigBack[0]} bytes`);
 
   // 8. Another user changes the URL: refused, and nothing of the file shows.
   const bobCtx = await browser.newContext();

@@ -112,7 +112,8 @@
 				jobs.push({ file: it.file, rel: it.rel, li, bar, txt, loaded: 0, state: 'queued' });
 			}
 			update();
-			while (running < 3) { running++; worker(); }
+			const queued = jobs.filter((j) => j.state === 'queued').length;
+			for (let n = Math.min(3 - running, queued); n > 0; n--) { running++; worker(); }
 		}
 		async function worker() {
 			for (;;) {
