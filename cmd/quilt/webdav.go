@@ -103,8 +103,13 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, nodes *node.Client, d
 	if err != nil {
 		return nil, err
 	}
+	// WebDAV and the sync clients' endpoints to WebDAV; the share links'
+	// /s/ and /api/shares to their handler once it is wired; every other
+	// path to the web app.
 	mux := http.NewServeMux()
-	mux.Handle(webdav.Prefix, srv)
+	for _, p := range []string{webdav.Prefix, "/remote.php/", "/status.php", "/ocs/"} {
+		mux.Handle(p, srv)
+	}
 	mux.Handle("/", app)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

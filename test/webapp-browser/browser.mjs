@@ -5,7 +5,8 @@
 // for byte; a rename; a delete to the trash and a restore; a 20 MiB
 // upload broken off by a page reload and resumed from the chunk the
 // server has; another user
-// changing the URL to reach the first user's files; the app at a phone's
+// changing the URL to reach the first user's files; the admin's grid and
+// storage pages; the app at a phone's
 // viewport (390x844); and a flow by the keyboard only.
 //
 // The drop: Playwright cannot start an operating system drag, and a
@@ -198,7 +199,19 @@ try {
   }
   const bobList = await bob.goto(base + '/files/bob/').then(() => bob.textContent('#listing'));
   check(bobList.includes('This folder is empty.'), `bob's drive does not show the other's files`);
+  r = await bob.goto(base + '/grid');
+  check(r.status() === 403, `the grid page is for admins: bob gets ${r.status()}`);
   await bobCtx.close();
+
+  // 8b. The admin's grid page shows quilt up's 10 nodes; the storage page
+  // what the drive holds.
+  r = await page.goto(base + '/grid');
+  const states = await page.$$eval('td.state', (tds) => tds.map((td) => td.textContent));
+  check(r.status() === 200 && states.length === 10 && states.every((s) => s === 'alive'), `grid page: ${states.length} nodes: ${states}`);
+  check((await page.textContent('.verdict')).includes('healthy'), `grid page: healthy`);
+  await page.goto(base + '/storage');
+  const used = await page.textContent('#used');
+  check(/Used: 2[0-9]\.[0-9]? MB|Used: 2[0-9] MB/.test(used), `storage page: ${used}`);
 
   // 9. A phone's viewport: nothing wider than the screen, the actions there.
   const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 3 });
