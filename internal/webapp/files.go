@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -225,14 +226,34 @@ func (q *request) serveFile(p string, inline bool) {
 		q.fail(http.StatusUnsupportedMediaType, "Only images are shown inline; download the file instead.")
 		return
 	}
-	rc, info, err := t.Open(q.r.Context(), p, 0, -1)
+	ctx := q.r.Context()
+	info, err := t.Stat(ctx, p)
+	if err != nil {
+		q.treeError("download /"+p, err)
+		return
+	}
+	if info.IsDir() {
+		q.treeError("download /"+p, tree.ErrIsDir)
+		return
+	}
+	off, n, partial, ok := byteRange(q.r.Header.Get("Range"), info.Size)
+	if !ok {
+		q.w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
+		q.fail(http.StatusRequestedRangeNotSatisfiable, "That range is not in the file.")
+		return
+	}
+	rc, info, err := t.Open(ctx, p, off, n)
 	if err != nil {
 		q.treeError("download /"+p, err)
 		return
 	}
 	defer rc.Close()
+	if n > info.Size-off { // the file changed since the Stat
+		n = info.Size - off
+	}
 	hdr := q.w.Header()
-	hdr.Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	hdr.Set("Accept-Ranges", "bytes")
+	hdr.Set("Content-Length", strconv.FormatInt(n, 10))
 	hdr.Set("Cache-Control", "private, no-cache")
 	if inline {
 		hdr.Set("Content-Type", ct)
@@ -244,12 +265,52 @@ func (q *request) serveFile(p string, inline bool) {
 	if !info.ModTime.IsZero() {
 		hdr.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
 	}
+	if partial {
+		hdr.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, info.Size))
+		q.w.WriteHeader(http.StatusPartialContent)
+	}
 	if q.r.Method == http.MethodHead {
 		return
 	}
-	if _, err := io.Copy(q.w, rc); err != nil {
+	if _, err := io.CopyN(q.w, rc, n); err != nil {
 		q.h.cfg.Logger.Debug("webapp: download cut short", "user", q.s.acct.Name, "path", p, "err", err)
 	}
+}
+
+// byteRange reads a Range header of one range ("bytes=A-B", "bytes=A-",
+// "bytes=-N") of a file of size bytes: the offset and length to send,
+// whether it is a part (206), and false if it cannot be satisfied (416).
+// No header, another unit or several ranges: the whole file.
+func byteRange(h string, size int64) (off, n int64, partial, ok bool) {
+	spec, found := strings.CutPrefix(h, "bytes=")
+	if !found || strings.Contains(spec, ",") {
+		return 0, size, false, true
+	}
+	a, b, found := strings.Cut(strings.TrimSpace(spec), "-")
+	if !found {
+		return 0, size, false, true
+	}
+	if a == "" {
+		last, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || last <= 0 {
+			return 0, 0, false, false
+		}
+		last = min(last, size)
+		return size - last, last, true, size > 0
+	}
+	start, err := strconv.ParseInt(a, 10, 64)
+	if err != nil || start < 0 || start >= size {
+		return 0, 0, false, false
+	}
+	end := size - 1
+	if b != "" {
+		e, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || e < start {
+			return 0, 0, false, false
+		}
+		end = min(e, size-1)
+	}
+	return start, end - start + 1, true, true
 }
 
 // zip streams folder p and everything under it as a zip file (stored

@@ -502,6 +502,21 @@ func TestWebappFiles(t *testing.T) {
 		}
 	}
 	b.want(409, "GET", "/download/alice/docs/", nil)
+	// Ranges: a part, an open end, a suffix; past the end 416.
+	bin := files["/docs/deep/er/data.bin"]
+	for _, c := range []struct {
+		rng      string
+		from, to int
+	}{{"bytes=10-19", 10, 20}, {"bytes=2400-", 2400, 2500}, {"bytes=-7", 2493, 2500}, {"bytes=2490-9999", 2490, 2500}} {
+		resp, got := b.do("GET", "/download/alice/docs/deep/er/data.bin", nil, "Range", c.rng)
+		if resp.StatusCode != 206 || got != string(bin[c.from:c.to]) || resp.Header.Get("Content-Range") != fmt.Sprintf("bytes %d-%d/2500", c.from, c.to-1) {
+			t.Fatalf("range %s: %d %q, %d bytes", c.rng, resp.StatusCode, resp.Header.Get("Content-Range"), len(got))
+		}
+	}
+	b.want(416, "GET", "/download/alice/docs/deep/er/data.bin", nil, "Range", "bytes=2500-")
+	if got := b.want(200, "GET", "/download/alice/docs/deep/er/data.bin", nil, "Range", "bytes=0-1,5-6"); got != string(bin) {
+		t.Fatal("several ranges: not the whole file")
+	}
 
 	// The zip of a folder holds its tree.
 	resp, z := b.do("GET", "/zip/alice/docs/", nil)
