@@ -130,11 +130,10 @@
 					job.state = 'failed';
 					job.li.classList.add('failed');
 					job.txt.textContent = 'failed';
-					job.li.title = String(err && err.message || err);
 					const why = document.createElement('span');
-					why.className = 'vh';
-					why.textContent = ': ' + job.li.title;
-					job.li.firstChild.append(why);
+					why.className = 'why';
+					why.textContent = String(err && err.message || err);
+					job.li.append(why);
 				}
 				update();
 			}
@@ -310,7 +309,8 @@
 			cell(s.path);
 			cell(s.mode === 'upload' ? 'upload-only' : 'read-only' + (s.has_password ? ', password' : ''));
 			const a = document.createElement('a');
-			a.href = s.url; a.textContent = s.url;
+			if (/^https?:\/\//.test(s.url)) a.href = s.url;
+			a.textContent = s.url;
 			cell('').append(a);
 			cell(s.expires ? new Date(s.expires).toLocaleString() : 'never').className = 'date';
 			const b = document.createElement('button');
