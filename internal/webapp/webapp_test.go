@@ -308,6 +308,18 @@ func TestWebappLogin(t *testing.T) {
 
 	b.login("alice")
 	b.want(200, "GET", "/files/alice/", nil)
+	// User tells the share-link handler who a request is.
+	req := httptest.NewRequest("GET", "/api/shares", nil)
+	su, _ := url.Parse(f.srv.URL + "/api/shares")
+	for _, k := range b.hc.Jar.Cookies(su) {
+		req.AddCookie(k)
+	}
+	if name, bucket, ok := f.h.User(req); !ok || name != "alice" || bucket != "alice-files" {
+		t.Fatalf("User: %q %q %v", name, bucket, ok)
+	}
+	if _, _, ok := f.h.User(httptest.NewRequest("GET", "/api/shares", nil)); ok {
+		t.Fatal("User without a cookie")
+	}
 	// The session lasts while used, and ends after an hour idle.
 	f.clock.Add(50 * time.Minute)
 	b.want(200, "GET", "/files/alice/", nil)
