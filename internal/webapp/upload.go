@@ -328,3 +328,35 @@ func (q *request) finishUpload(u *upload, off int64) {
 	q.h.uploads.drop(u)
 	writeJSON(q.w, http.StatusOK, map[string]any{"path": "/" + info.Path, "size": info.Size})
 }
+
+// folderAPI is POST /api/folders {"path":"/a/b"}: the folder and those
+// above it (a dropped folder that holds no file). One that exists is
+// fine.
+func (q *request) folderAPI() {
+	if q.r.Method != http.MethodPost {
+		q.w.Header().Set("Allow", "POST")
+		q.fail(http.StatusMethodNotAllowed, "POST a folder.")
+		return
+	}
+	var req struct {
+		Path string `json:"path"`
+	}
+	if err := json.NewDecoder(io.LimitReader(q.r.Body, 64<<10)).Decode(&req); err != nil {
+		q.fail(http.StatusBadRequest, "The folder's JSON is not readable: "+err.Error())
+		return
+	}
+	p, err := drivePath(req.Path)
+	if err != nil || p == "" {
+		q.fail(http.StatusBadRequest, fmt.Sprintf("The path %q is not a folder path of your drive: it must start with / and have no empty, . or .. parts.", req.Path))
+		return
+	}
+	t, ok := q.tree()
+	if !ok {
+		return
+	}
+	if err := t.MkdirAll(q.r.Context(), p, 0); err != nil {
+		q.treeError("make the folder /"+p, err)
+		return
+	}
+	writeJSON(q.w, http.StatusCreated, map[string]any{"path": "/" + p})
+}

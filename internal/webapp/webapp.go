@@ -296,6 +296,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.grid()
 	case p == "/shares":
 		req.sharesPage()
+	case p == "/api/folders":
+		req.folderAPI()
 	case p == "/api/uploads" || strings.HasPrefix(p, "/api/uploads/"):
 		req.uploadAPI(strings.TrimPrefix(strings.TrimPrefix(p, "/api/uploads"), "/"))
 	default:

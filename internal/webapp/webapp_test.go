@@ -838,6 +838,18 @@ func TestWebappUpload(t *testing.T) {
 	if code, m := b.api("POST", "/api/uploads/"+m["id"].(string)+"/finish", nil); code != 200 {
 		t.Fatal("empty file:", code, m)
 	}
+	// An empty folder of a drop, and the folders above it.
+	if code, m := b.api("POST", "/api/folders", `{"path":"/drop/empty/inner"}`); code != 201 {
+		t.Fatal("folder:", code, m)
+	}
+	if i, err := tr.Stat(ctx, "drop/empty/inner"); err != nil || !i.IsDir() {
+		t.Fatalf("folder: %v %v", i, err)
+	}
+	for _, bad := range []string{`{"path":"/../x"}`, `{"path":"/.quilt-trash/x"}`, `{"path":"/"}`, `{"path":"/up/file.bin/x"}`} {
+		if code, _ := b.api("POST", "/api/folders", bad); code != 400 && code != 409 {
+			t.Fatalf("folder %s: %d", bad, code)
+		}
+	}
 	if code, _ := b.api("POST", "/api/uploads", `{"path":"/x","size":-1}`); code != 400 {
 		t.Fatal("negative size:", code)
 	}

@@ -80,11 +80,14 @@
 			}
 			if (!entry.isDirectory) return;
 			const reader = entry.createReader();
+			let any = false;
 			for (;;) {
 				const batch = await new Promise((res) => reader.readEntries(res, () => res([])));
 				if (batch.length === 0) break;
+				any = true;
 				for (const e of batch) await walk(e, prefix + entry.name + '/', out);
 			}
+			if (!any) out.push({ dir: true, rel: prefix + entry.name });
 		}
 
 		const prog = document.getElementById('progress');
@@ -94,8 +97,13 @@
 		let jobs = [];
 		let running = 0;
 
-		function start(items) {
-			if (items.length === 0) return;
+		async function start(items) {
+			// Empty folders: made at once, not uploaded.
+			for (const it of items.filter((i) => i.dir)) {
+				await api('POST', '/api/folders', { path: dir + '/' + it.rel }).catch(() => {});
+			}
+			items = items.filter((i) => !i.dir);
+			if (items.length === 0) { finished(); return; }
 			prog.hidden = false;
 			for (const it of items) {
 				const li = document.createElement('li');
