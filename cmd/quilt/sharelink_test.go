@@ -41,7 +41,7 @@ func TestShareLinksEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	svc, err := startWebDAV(ctx, gw, dir, "127.0.0.1:0", slog.New(slog.DiscardHandler))
+	svc, err := startWebDAV(ctx, gw, nil, dir, "127.0.0.1:0", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

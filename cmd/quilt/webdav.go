@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/sftp"
+	"github.com/quilt-grid/quilt/internal/webapp"
 	"github.com/quilt-grid/quilt/internal/webdav"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -27,7 +29,9 @@ import (
 // webdavService is a running WebDAV server over a gateway.
 type webdavService struct {
 	hs   *http.Server
+	app  *webapp.Handler
 	url  string // http://HOST:PORT/dav/
+	web  string // http://HOST:PORT/, the web app
 	env  string // the webdav.env written
 	user string // the default user, if its password is known
 }
@@ -37,6 +41,7 @@ func (s *webdavService) Close() {
 	defer cancel()
 	s.hs.Shutdown(ctx)
 	s.hs.Close()
+	s.app.Close()
 }
 
 // Files of the WebDAV server in the gateway's directory.
@@ -47,19 +52,23 @@ const (
 	webdavBucket    = "files"           // the first admin's home (the SFTP default user's bucket too)
 )
 
-// startWebDAV serves gw's buckets over WebDAV at addr/dav/USER/ to the
-// gateway's accounts (gateway.Authenticate). The first time (no account
-// in the registry), it makes the admin account "quilt" with home bucket
-// "files", whose password is dir/webdav-password (made if missing: an
-// older gateway's default user keeps its password). A webdav-users file
-// an older gateway left in dir is still read: its users log in as before
+// startWebDAV serves gw's buckets over WebDAV at addr/dav/USER/ (and
+// the ownCloud and Nextcloud clients' URLs), share links at /s/ and
+// /api/shares, and the web app (internal/webapp) at every other path of
+// addr, to the gateway's accounts (gateway.Authenticate); nodes, if not
+// nil, gives the web app's grid page. The first time (no account in the
+// registry), it makes the admin account "quilt" with home bucket "files",
+// whose password is dir/webdav-password (made if missing: an older
+// gateway's default user keeps its password). A webdav-users file an
+// older gateway left in dir is still read: its users log in as before
 // unless an account of the same name exists. It writes dir/webdav.env.
-func startWebDAV(ctx context.Context, gw *gateway.Gateway, dir, addr string, log *slog.Logger) (*webdavService, error) {
+func startWebDAV(ctx context.Context, gw *gateway.Gateway, nodes *node.Client, dir, addr string, log *slog.Logger) (*webdavService, error) {
+	users := filepath.Join(dir, webdavUsersFile)
 	pwFile := filepath.Join(dir, webdavPassword)
 	if err := firstAdmin(ctx, gw, pwFile); err != nil {
 		return nil, err
 	}
-	auth, err := accountsAuth(gw, filepath.Join(dir, webdavUsersFile))
+	auth, err := accountsAuth(gw, users)
 	if err != nil {
 		return nil, err
 	}
@@ -77,18 +86,35 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, dir, addr string, log
 	if err != nil {
 		return nil, err
 	}
-	links, err := shareLinks(gw, users, log)
+	// The share links' user is the web app's logged-in user: app is set
+	// below, before the listener serves a request.
+	var app *webapp.Handler
+	links, err := shareLinks(gw, users, func(r *http.Request) (string, string, bool) { return app.User(r) }, auth, log)
+	if err != nil {
+		return nil, err
+	}
+	app, err = webapp.New(webapp.Config{
+		Authenticate: webappAccounts(gw, auth),
+		Tree:         sharedTrees(sftp.GatewayTrees(gw)),
+		Usage:        webappUsage(gw),
+		Grid:         webappGrid(nodes),
+		Shares:       links,
+		SpoolDir:     filepath.Join(dir, "webapp"),
+		Logger:       log,
+	})
 	if err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		app.Close()
 		return nil, fmt.Errorf("webdav: listen on %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: withShareLinks(srv, links), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := &http.Server{Handler: filesMux(srv, links, app), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	go hs.Serve(ln)
-	svc := &webdavService{hs: hs, url: "http://" + ln.Addr().String() + webdav.Prefix, env: filepath.Join(dir, "webdav.env")}
-	env := fmt.Sprintf("export QUILT_WEBDAV_URL=%s\n", svc.url)
+	svc := &webdavService{hs: hs, app: app, url: "http://" + ln.Addr().String() + webdav.Prefix,
+		web: "http://" + ln.Addr().String() + "/", env: filepath.Join(dir, "webdav.env")}
+	env := fmt.Sprintf("export QUILT_WEBDAV_URL=%s\nexport QUILT_WEB_URL=%s\n", svc.url, svc.web)
 	if b, err := os.ReadFile(pwFile); err == nil {
 		pw := strings.TrimSpace(string(b))
 		// Only while it is still the admin's password ('quilt user
@@ -175,16 +201,17 @@ func accountsAuth(gw *gateway.Gateway, usersFile string) (func(ctx context.Conte
 
 // webdavHint is what quilt up and quilt webdav print about the server.
 func webdavHint(svc *webdavService) string {
+	web := fmt.Sprintf("Web app: %s\n", svc.web)
 	accounts := "Accounts: quilt user add NAME  (quilt user -h; each user's drive is " + svc.url + "NAME/)\n"
 	if svc.user == "" {
-		return fmt.Sprintf("WebDAV: %sUSER/\n%s", svc.url, accounts)
+		return web + fmt.Sprintf("WebDAV: %sUSER/\n%s", svc.url, accounts)
 	}
-	return fmt.Sprintf("WebDAV: %s%s/  user %s (bucket %s), password in %s\n        . %s; cadaver $QUILT_WEBDAV_URL$QUILT_WEBDAV_USER/\n%s",
+	return web + fmt.Sprintf("WebDAV: %s%s/  user %s (bucket %s), password in %s\n        . %s; cadaver $QUILT_WEBDAV_URL$QUILT_WEBDAV_USER/\n%s",
 		svc.url, svc.user, svc.user, webdavBucket, filepath.Join(filepath.Dir(svc.env), webdavPassword), svc.env, accounts)
 }
 
 func runWebDAV(ctx context.Context, args []string) error {
-	fs := newFlagSet("webdav", "Usage: quilt webdav --grid INVITE [flags]\n\nServes the file trees of the gateway's buckets over WebDAV at\nhttp://ADDR/dav/USER/ until interrupted. Each account ('quilt user add')\nlogs in with HTTP Basic auth and sees their home bucket; the first start\nmakes the admin account \"quilt\" with bucket \"files\" and a password in\nDIR/webdav-password.\nPlain HTTP: serve it on 127.0.0.1, or behind a TLS proxy. See docs/files.md.")
+	fs := newFlagSet("webdav", "Usage: quilt webdav --grid INVITE [flags]\n\nServes the file trees of the gateway's buckets over WebDAV at\nhttp://ADDR/dav/USER/, share links at http://ADDR/s/, and the web app at\nhttp://ADDR/, until interrupted. Each account ('quilt user add') logs in\nwith HTTP Basic auth (the web app: a form) and sees their home bucket; the\nfirst start makes the admin account \"quilt\" with bucket \"files\" and a\npassword in DIR/webdav-password.\nPlain HTTP: serve it on 127.0.0.1, or behind a TLS proxy. See docs/files.md.")
 	var g gridFlags
 	g.register(fs)
 	addr := fs.String("listen", "127.0.0.1:7790", "WebDAV address (host:port)")
@@ -202,7 +229,7 @@ func runWebDAV(ctx context.Context, args []string) error {
 		return err
 	}
 	defer gw.Close()
-	svc, err := startWebDAV(ctx, gw, *dir, *addr, s.log)
+	svc, err := startWebDAV(ctx, gw, s.nodes, *dir, *addr, s.log)
 	if err != nil {
 		return err
 	}

@@ -138,6 +138,9 @@ var packages = map[string]Layer{
 	// sharelink serves share links (public pages and a JSON API) over
 	// bucket trees and records of the registry.
 	"internal/sharelink": FrontEnds,
+	// webapp is the browser app over each user's bucket tree; it imports
+	// only tree (cmd/quilt gives it accounts, trees and the grid's state).
+	"internal/webapp": FrontEnds,
 
 	"internal/lab":           Lab,
 	"internal/lab/report":    Lab,
