@@ -17,7 +17,7 @@ import (
 var ErrNoConfig = errors.New("gateway: no such bucket configuration")
 
 // configKinds are the kinds of configuration a bucket may have.
-var configKinds = map[string]bool{"cors": true, "tagging": true}
+var configKinds = map[string]bool{"cors": true, "tagging": true, "versioning": true}
 
 func configDir(b *bucket) string { return "/config/" + b.ns.String() }
 

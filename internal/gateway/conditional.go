@@ -141,15 +141,22 @@ func (g *Gateway) SetTags(ctx context.Context, bucketName, key string, tags map[
 	return info, err
 }
 
-// writeObject commits an object record for path p of b if cond holds,
-// checking and committing under the key's lock; it returns the entry
-// and the grid objects of the version it replaced (for leases.go).
-func (g *Gateway) writeObject(ctx context.Context, b *bucket, p string, cond Condition, rec []byte) (entry dag.Hash, old []string, err error) {
+// writeObject commits an object record (info and inline bytes) for path
+// p of b if cond holds, checking and committing under the key's lock; on
+// a versioned bucket the version it supersedes is kept (versions.go) and
+// info gets its version ID. It returns the entry and the grid objects of
+// the version it replaced (for leases.go).
+func (g *Gateway) writeObject(ctx context.Context, b *bucket, p string, cond Condition, info *ObjectInfo, inline []byte) (entry dag.Hash, old []string, err error) {
 	unlock := g.keys.lock(b.ns, p)
 	defer unlock()
 	if err := g.check(b, p, cond); err != nil {
 		return entry, nil, err
 	}
+	if mode := g.versioningOf(b); mode != "" {
+		return g.writeVersioned(ctx, b, p, mode, info, inline)
+	}
+	info.VersionID = ""
+	rec := encodeRecord(*info, inline)
 	old = g.capsAt(b, p) // the grid objects the write replaces (leases.go)
 	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)

@@ -354,7 +354,7 @@ func (g *Gateway) CompleteUploadIf(ctx context.Context, bucketName, key, id stri
 		unlock()
 		return ObjectInfo{}, err // the upload stays open: abort it, or free room
 	}
-	entry, old, err := g.writeObject(ctx, b, p, cond, encodeRecord(info, nil))
+	entry, old, err := g.writeObject(ctx, b, p, cond, &info, nil)
 	unlock()
 	if err != nil {
 		return ObjectInfo{}, err

@@ -38,8 +38,13 @@ type ObjectInfo struct {
 	// ChecksumType is COMPOSITE or FULL_OBJECT ("" when there is none).
 	ChecksumType string `json:"sumtype,omitempty"`
 	// Tags are the object's tags (S3's object tagging), key to value.
-	Tags    map[string]string `json:"tags,omitempty"`
-	Version dag.Hash          `json:"-"` // the namespace entry
+	Tags map[string]string `json:"tags,omitempty"`
+	// VersionID is the version's ID on a versioned bucket ("": the null
+	// version); DeleteMarker says the version is a delete marker
+	// (versions.go).
+	VersionID    string   `json:"vid,omitempty"`
+	DeleteMarker bool     `json:"dm,omitempty"`
+	Version      dag.Hash `json:"-"` // the namespace entry
 }
 
 // PutOptions are what a PUT says of an object besides its bytes.
@@ -111,6 +116,9 @@ func keyPath(key string) (string, error) {
 	if err := dag.CheckKey(key); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBadKey, err)
 	}
+	if strings.HasPrefix(key, versionSpace) {
+		return "", fmt.Errorf("%w: keys starting with U+10FFFF are reserved (versions.go)", ErrBadKey)
+	}
 	return "/" + key, nil
 }
 
@@ -131,6 +139,11 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	// are stored; the check that counts is the one with the commit.
 	if err := g.check(b, p, opt.If); err != nil {
 		return ObjectInfo{}, err
+	}
+	if g.versioningOf(b) != "" {
+		if err := checkVersionedKey(key); err != nil {
+			return ObjectInfo{}, err
+		}
 	}
 	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, Modified: time.Now().UTC()}
 	// A bucket with a quota (quota.go): a body known to be too big is
@@ -177,7 +190,7 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 		}
 		return ObjectInfo{}, err
 	}
-	entry, old, err := g.writeObject(ctx, b, p, opt.If, encodeRecord(info, inline))
+	entry, old, err := g.writeObject(ctx, b, p, opt.If, &info, inline)
 	unlock()
 	if err == nil {
 		g.retire(b, old) // the overwritten version's grid objects (leases.go)
@@ -358,28 +371,10 @@ func (g *Gateway) getBytes(ctx context.Context, capStr string, inline []byte, w 
 	return err
 }
 
-// Delete removes an object (no error if it is not there, as S3).
+// Delete removes an object (no error if it is not there, as S3); on a
+// versioned bucket it writes a delete marker (DeleteObject).
 func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
-	b, err := g.bucket(ctx, bucketName)
-	if err != nil {
-		return err
-	}
-	p, err := keyPath(key)
-	if err != nil {
-		return nil
-	}
-	unlock := g.keys.lock(b.ns, p)
-	defer unlock()
-	if _, err := g.stat(ctx, b, p); errors.Is(err, namespace.ErrNotFound) {
-		return nil
-	}
-	old := g.capsAt(b, p) // the deleted version's grid objects (leases.go)
-	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
-		return w.Entry(dag.Delete, a, h, n, nil), nil
-	})
-	if err == nil {
-		g.retire(b, old)
-	}
+	_, err := g.DeleteObject(ctx, bucketName, key)
 	return err
 }
 
@@ -421,6 +416,9 @@ func (g *Gateway) List(ctx context.Context, bucketName, prefix, delimiter, after
 	var files []found
 	err = g.db.Scan(b.ns, "/", from, func(it namespace.Info) bool {
 		k := it.Name
+		if strings.HasPrefix(k, versionSpace) {
+			return false // the hidden names of versions (versions.go): no more keys
+		}
 		if k <= after {
 			return true
 		}

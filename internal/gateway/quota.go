@@ -202,6 +202,11 @@ func (g *Gateway) sizeAt(b *bucket, p string) int64 {
 	if err != nil || !found {
 		return 0
 	}
+	// On a versioned bucket a write keeps the current version, but a
+	// null one replaced by a null one (versions.go).
+	if mode := g.versioningOf(b); mode == VersioningEnabled || mode == VersioningSuspended && info.VersionID != "" {
+		return 0
+	}
 	return info.Size
 }
 

@@ -3,8 +3,6 @@ package gateway
 import (
 	"context"
 	"time"
-
-	"github.com/quilt-grid/quilt/internal/dag"
 )
 
 // Rewrite writes object dstKey of dstBucket as a copy by reference of
@@ -33,18 +31,15 @@ func (g *Gateway) Rewrite(ctx context.Context, srcBucket, srcKey, dstBucket, dst
 	}
 	info.Size, info.ETag, info.Cap, info.Parts = size, etag, capStr, parts
 	info.Modified = time.Now().UTC()
-	rec := encodeRecord(info, inline)
 	unlock := g.lockCommit(b)
 	defer unlock()
 	if err := g.checkQuota(b, size, g.sizeAt(b, p)); err != nil {
 		return ObjectInfo{}, err
 	}
-	var entry dag.Hash
-	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
-		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
-		entry = e.Hash()
-		return e, blocks
-	})
+	entry, old, err := g.writeObject(ctx, b, p, Condition{}, &info, inline)
+	if err == nil {
+		g.retire(b, old) // the copy's own object stays referenced, so is kept
+	}
 	info.Key, info.Version = dstKey, entry
 	return info, err
 }

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"mime"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/dag"
@@ -186,6 +187,11 @@ func (s *treeStore) Apply(ctx context.Context, ops []tree.Op) error {
 			return err
 		}
 	}
+	if g.versioningOf(b) != "" {
+		return s.applyVersioned(ctx, b, ops, func(from string) (ObjectInfo, []byte) {
+			return srcs[from].info, srcs[from].inline
+		})
+	}
 	root, err := g.db.Stat(b.ns, "/")
 	if err != nil {
 		return fmt.Errorf("gateway: root of %q: %w", b.name, err)
@@ -271,6 +277,42 @@ func (s *treeStore) Apply(ctx context.Context, ops []tree.Op) error {
 	return nil
 }
 
+// applyVersioned is Apply on a versioned bucket: each op is its own
+// versioned write (versions.go), copies and empty objects first, so that
+// the versions a batch replaces or deletes are kept as S3's are.
+func (s *treeStore) applyVersioned(ctx context.Context, b *bucket, ops []tree.Op, src func(string) (ObjectInfo, []byte)) error {
+	g := s.g
+	for _, deletes := range []bool{false, true} {
+		for _, op := range ops {
+			if op.Delete != deletes {
+				continue
+			}
+			if op.Delete {
+				if _, err := g.DeleteObject(ctx, s.bucket, op.Key); err != nil {
+					return err
+				}
+				continue
+			}
+			p, _ := keyPath(op.Key)
+			info, inline := ObjectInfo{ETag: emptyETag, Meta: maps.Clone(op.Meta), ContentType: "application/x-directory"}, []byte(nil)
+			if op.From != "" {
+				info, inline = src(op.From)
+				info.Key, info.Version = "", dag.Hash{}
+				if op.Meta != nil {
+					info.Meta = maps.Clone(op.Meta)
+				}
+			}
+			info.Modified = time.Now().UTC()
+			_, old, err := g.writeObject(ctx, b, p, Condition{}, &info, inline)
+			if err != nil {
+				return err
+			}
+			g.retire(b, old)
+		}
+	}
+	return nil
+}
+
 // Watch reports the keys whose object changed, by any writer, as the
 // gateway's replica of the bucket learns of them: it waits for the
 // replica to change, then compares the bucket's keys with what it saw
@@ -284,6 +326,9 @@ func (s *treeStore) Watch(ctx context.Context) (<-chan []string, error) {
 	snapshot := func() (map[string]dag.Hash, error) {
 		m := map[string]dag.Hash{}
 		err := g.db.Scan(b.ns, "/", "", func(it namespace.Info) bool {
+			if strings.HasPrefix(it.Name, versionSpace) {
+				return false // versions (versions.go) are not keys
+			}
 			if it.Type == dag.File {
 				m[it.Name] = it.Data
 			}

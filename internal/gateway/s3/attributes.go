@@ -50,11 +50,12 @@ func (s *Server) getAttributes(q *request) {
 		}
 		marker = n
 	}
-	info, _, err := s.gw.Lookup(q.r.Context(), q.bucket, q.object)
+	info, _, err := s.gw.LookupVersion(q.r.Context(), q.bucket, q.object, versionID(q))
 	if err != nil {
 		q.fail(err)
 		return
 	}
+	s.setVersionHeader(q, q.w.Header(), q.bucket, info)
 	type checksum struct {
 		checksumXML
 		ChecksumType string `xml:",omitempty"`

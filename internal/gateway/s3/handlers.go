@@ -231,8 +231,18 @@ func (s *Server) deleteObjects(q *request) {
 		q.fail(errMalformedXML)
 		return
 	}
-	type deleted struct{ Key string }
-	type failed struct{ Key, Code, Message string }
+	type deleted struct {
+		Key                   string
+		VersionId             string `xml:",omitempty"`
+		DeleteMarker          bool   `xml:",omitempty"`
+		DeleteMarkerVersionId string `xml:",omitempty"`
+	}
+	type failed struct {
+		Key       string
+		VersionId string `xml:",omitempty"`
+		Code      string
+		Message   string
+	}
 	out := struct {
 		XMLName xml.Name  `xml:"DeleteResult"`
 		NS      string    `xml:"xmlns,attr"`
@@ -240,17 +250,24 @@ func (s *Server) deleteObjects(q *request) {
 		Errors  []failed  `xml:"Error"`
 	}{NS: s3ns}
 	for _, o := range in.Objects {
-		if o.VersionId != "" && o.VersionId != "null" {
-			out.Errors = append(out.Errors, failed{o.Key, errNoVersion.Code, errNoVersion.Message})
-			continue
+		var res gateway.DeleteResult
+		var err error
+		if o.VersionId != "" {
+			res, err = s.gw.DeleteVersion(q.r.Context(), q.bucket, o.Key, o.VersionId)
+		} else {
+			res, err = s.gw.DeleteObject(q.r.Context(), q.bucket, o.Key)
 		}
-		if err := s.gw.Delete(q.r.Context(), q.bucket, o.Key); err != nil {
+		if err != nil {
 			e := mapErr(err)
-			out.Errors = append(out.Errors, failed{o.Key, e.Code, e.Message})
+			out.Errors = append(out.Errors, failed{o.Key, o.VersionId, e.Code, e.Message})
 			continue
 		}
 		if !in.Quiet {
-			out.Deleted = append(out.Deleted, deleted{o.Key})
+			d := deleted{Key: o.Key, VersionId: o.VersionId, DeleteMarker: res.DeleteMarker}
+			if o.VersionId == "" && res.DeleteMarker {
+				d.DeleteMarkerVersionId = res.VersionID
+			}
+			out.Deleted = append(out.Deleted, d)
 		}
 	}
 	q.xml(200, out)
@@ -301,6 +318,7 @@ func (s *Server) putObject(q *request) {
 	}
 	q.bytes = info.Size
 	q.w.Header().Set("ETag", `"`+info.ETag+`"`)
+	s.setVersionHeader(q, q.w.Header(), q.bucket, info)
 	setChecksumHeaders(q.w.Header(), info.Checksums, info.ChecksumType)
 	q.status = 200
 	q.w.WriteHeader(200)
@@ -372,6 +390,10 @@ func (s *Server) copyObject(q *request) {
 		q.fail(err)
 		return
 	}
+	s.setVersionHeader(q, q.w.Header(), q.bucket, out)
+	if sv := copySourceVersion(r); sv != "" || info.VersionID != "" {
+		q.w.Header().Set("x-amz-copy-source-version-id", gateway.VersionOf(info))
+	}
 	q.xml(200, struct {
 		XMLName      xml.Name `xml:"CopyObjectResult"`
 		NS           string   `xml:"xmlns,attr"`
@@ -391,8 +413,8 @@ func (s *Server) copySource(q *request) (gateway.ObjectInfo, []byte, bool) {
 		return gateway.ObjectInfo{}, nil, false
 	}
 	src, version, versioned := strings.Cut(src, "?versionId=")
-	if versioned && version != "null" {
-		q.fail(errNoVersion)
+	if versioned && gateway.CheckVersionID(version) != nil {
+		q.fail(errBadVersion)
 		return gateway.ObjectInfo{}, nil, false
 	}
 	sb, sk, ok := strings.Cut(strings.TrimPrefix(src, "/"), "/")
@@ -403,7 +425,17 @@ func (s *Server) copySource(q *request) (gateway.ObjectInfo, []byte, bool) {
 	if !s.allowedOn(q, sb, gateway.Read) {
 		return gateway.ObjectInfo{}, nil, false
 	}
-	info, inline, err := s.gw.Lookup(r.Context(), sb, sk)
+	info, inline, err := s.gw.LookupVersion(r.Context(), sb, sk, version)
+	var dm *gateway.DeleteMarkerError
+	if errors.As(err, &dm) {
+		// A delete marker as the source: 404 if it is the current
+		// version, 400 if named (as S3).
+		if dm.Current {
+			err = errNoKey
+		} else {
+			err = s3err("InvalidRequest", 400, "The source of a copy request may not specifically refer to a delete marker by version id.")
+		}
+	}
 	if err != nil {
 		q.fail(err)
 		return gateway.ObjectInfo{}, nil, false
@@ -413,6 +445,14 @@ func (s *Server) copySource(q *request) (gateway.ObjectInfo, []byte, bool) {
 		return gateway.ObjectInfo{}, nil, false
 	}
 	return info, inline, true
+}
+
+// copySourceVersion is the version ID x-amz-copy-source names ("" if
+// none).
+func copySourceVersion(r *http.Request) string {
+	src, _ := url.PathUnescape(r.Header.Get("x-amz-copy-source"))
+	_, v, _ := strings.Cut(src, "?versionId=")
+	return v
 }
 
 // copyConditions applies x-amz-copy-source-if-* to the source: in S3's
@@ -501,13 +541,14 @@ func etagMatch(list, etag string) bool {
 func (s *Server) getObject(q *request) {
 	r, w := q.r, q.w
 	ctx := r.Context()
-	info, inline, err := s.gw.Lookup(ctx, q.bucket, q.object)
+	info, inline, err := s.gw.LookupVersion(ctx, q.bucket, q.object, versionID(q))
 	if err != nil {
 		q.fail(err)
 		return
 	}
 	mod := info.Modified.Truncate(time.Second)
 	h := w.Header()
+	s.setVersionHeader(q, h, q.bucket, info)
 	h.Set("ETag", `"`+info.ETag+`"`)
 	h.Set("Last-Modified", mod.Format(http.TimeFormat))
 	h.Set("Accept-Ranges", "bytes")
@@ -635,9 +676,22 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 func (s *Server) deleteObject(q *request) {
-	if err := s.gw.Delete(q.r.Context(), q.bucket, q.object); err != nil {
+	var res gateway.DeleteResult
+	var err error
+	if vid := versionID(q); vid != "" {
+		res, err = s.gw.DeleteVersion(q.r.Context(), q.bucket, q.object, vid)
+	} else {
+		res, err = s.gw.DeleteObject(q.r.Context(), q.bucket, q.object)
+	}
+	if err != nil {
 		q.fail(err)
 		return
+	}
+	if res.VersionID != "" {
+		q.w.Header().Set("x-amz-version-id", res.VersionID)
+	}
+	if res.DeleteMarker {
+		q.w.Header().Set("x-amz-delete-marker", "true")
 	}
 	q.status = 204
 	q.w.WriteHeader(204)

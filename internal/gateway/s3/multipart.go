@@ -151,6 +151,7 @@ func (s *Server) completeUpload(q *request) {
 		q.fail(err)
 		return
 	}
+	s.setVersionHeader(q, q.w.Header(), q.bucket, info)
 	q.xml(200, struct {
 		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
 		NS       string   `xml:"xmlns,attr"`

@@ -59,6 +59,7 @@ var ops = map[opKey]op{
 	{onBucket, "DELETE", "tagging", false, false}: {"DeleteBucketTagging", gateway.Owner, false, (*Server).deleteBucketTagging},
 	{onBucket, "GET", "versions", false, false}:   {"ListObjectVersions", gateway.Read, false, (*Server).listVersions},
 	{onBucket, "GET", "versioning", false, false}: {"GetBucketVersioning", gateway.Read, false, (*Server).getVersioning},
+	{onBucket, "PUT", "versioning", false, false}: {"PutBucketVersioning", gateway.Owner, false, (*Server).putVersioning},
 
 	{onObject, "PUT", "", false, false}:           {"PutObject", gateway.Write, false, (*Server).putObject},
 	{onObject, "PUT", "", false, true}:            {"CopyObject", gateway.Write, false, (*Server).copyObject},
@@ -134,7 +135,7 @@ func (s *Server) route(q *request) {
 		q.fail(err)
 		return
 	}
-	if err := checkVersion(q.r.URL.Query()); err != nil {
+	if err := checkVersion(q.r.URL.Query(), o.name); err != nil {
 		q.fail(err)
 		return
 	}
@@ -147,11 +148,21 @@ func (s *Server) route(q *request) {
 	o.serve(s, q)
 }
 
-// checkVersion refuses a versionId other than "null": buckets are not
-// versioned, and the current object is the only, "null", version.
-func checkVersion(v url.Values) error {
-	if v.Has("versionId") && v.Get("versionId") != "null" {
-		return errNoVersion
+// versionOps are the operations that take ?versionId.
+var versionOps = map[string]bool{"GetObject": true, "HeadObject": true, "DeleteObject": true, "GetObjectTagging": true,
+	"PutObjectTagging": true, "DeleteObjectTagging": true, "GetObjectAttributes": true}
+
+// checkVersion refuses a versionId the gateway cannot have made
+// (400 InvalidArgument, as S3), and one on an operation that takes none.
+func checkVersion(v url.Values, opName string) error {
+	if !v.Has("versionId") {
+		return nil
+	}
+	if !versionOps[opName] {
+		return s3err("InvalidArgument", 400, opName+" does not take a versionId.")
+	}
+	if gateway.CheckVersionID(v.Get("versionId")) != nil {
+		return errBadVersion
 	}
 	return nil
 }

@@ -107,7 +107,8 @@ var (
 	errMalformedXML  = s3err("MalformedXML", 400, "The XML you provided was not well-formed or did not validate against our published schema.")
 	errBadKey        = s3err("KeyTooLongError", 400, "Your key is too long")
 	errInternal      = s3err("InternalError", 500, "We encountered an internal error. Please try again.")
-	errNoVersion     = s3err("NoSuchVersion", 404, "The specified version does not exist: buckets are not versioned, and the current object is version \"null\".")
+	errNoVersion     = s3err("NoSuchVersion", 404, "The specified version does not exist.")
+	errBadVersion    = s3err("InvalidArgument", 400, "Invalid version id specified")
 	errUnavailable   = s3err("ServiceUnavailable", 503, "The grid cannot take the request now: too few nodes answer.")
 	// errFull is 507, which clients do not retry (they retry 500 and
 	// 503): a full grid stays full until space is freed or added.
@@ -128,8 +129,16 @@ func mapErr(err error) *Error {
 		return &Error{ve.Code, ve.Status, ve.Message}
 	case errors.Is(err, gateway.ErrNoBucket):
 		return errNoBucket
+	case errors.As(err, new(*gateway.DeleteMarkerError)) && !errors.Is(err, gateway.ErrNoKey):
+		return s3err("MethodNotAllowed", 405, "The specified method is not allowed against this resource.")
 	case errors.Is(err, gateway.ErrNoKey):
 		return errNoKey
+	case errors.Is(err, gateway.ErrNoVersion):
+		return errNoVersion
+	case errors.Is(err, gateway.ErrBadVersion):
+		return errBadVersion
+	case errors.Is(err, gateway.ErrBadVersioning):
+		return errMalformedXML
 	case errors.Is(err, gateway.ErrBucketExists):
 		return errBucketExists
 	case errors.Is(err, gateway.ErrNotEmpty):
@@ -207,6 +216,7 @@ func (q *request) fail(err error) {
 		q.w.Header().Set("Connection", "close")
 	}
 	q.w.Header().Set("Content-Type", "application/xml")
+	deleteMarkerHeaders(q.w.Header(), err)
 	q.status = e.Status
 	if aborted {
 		q.status = statusClientGone

@@ -133,29 +133,33 @@ func (s *Server) putObjectTagging(q *request) {
 		q.fail(err)
 		return
 	}
-	if _, err := s.gw.SetTags(q.r.Context(), q.bucket, q.object, tags); err != nil {
+	info, err := s.gw.SetVersionTags(q.r.Context(), q.bucket, q.object, versionID(q), tags)
+	if err != nil {
 		q.fail(err)
 		return
 	}
-	q.w.Header().Set("x-amz-version-id", "null")
+	q.w.Header().Set("x-amz-version-id", gateway.VersionOf(info))
 	q.status = 200
 	q.w.WriteHeader(200)
 }
 
 func (s *Server) getObjectTagging(q *request) {
-	info, _, err := s.gw.Lookup(q.r.Context(), q.bucket, q.object)
+	info, _, err := s.gw.LookupVersion(q.r.Context(), q.bucket, q.object, versionID(q))
 	if err != nil {
 		q.fail(err)
 		return
 	}
+	s.setVersionHeader(q, q.w.Header(), q.bucket, info)
 	writeTagging(q, info.Tags)
 }
 
 func (s *Server) deleteObjectTagging(q *request) {
-	if _, err := s.gw.SetTags(q.r.Context(), q.bucket, q.object, nil); err != nil {
+	info, err := s.gw.SetVersionTags(q.r.Context(), q.bucket, q.object, versionID(q), nil)
+	if err != nil {
 		q.fail(err)
 		return
 	}
+	s.setVersionHeader(q, q.w.Header(), q.bucket, info)
 	q.status = 204
 	q.w.WriteHeader(204)
 }
