@@ -38,7 +38,7 @@ func TestResolve(t *testing.T) {
 		{"GET", "/b?versions", "", "ListObjectVersions"},
 		{"GET", "/b?versions&key-marker=a&version-id-marker=null&prefix=p&delimiter=%2F&max-keys=2", "", "ListObjectVersions"},
 		{"GET", "/b?versioning", "", "GetBucketVersioning"},
-		{"PUT", "/b?versioning", "", ""},
+		{"PUT", "/b?versioning", "", "PutBucketVersioning"},
 		{"GET", "/b?location", "", "GetBucketLocation"},
 		{"GET", "/b?uploads&max-uploads=5&key-marker=a&upload-id-marker=b", "", "ListMultipartUploads"},
 		{"POST", "/b?delete", "", "DeleteObjects"},

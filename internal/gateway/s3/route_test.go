@@ -63,11 +63,13 @@ func TestRouting(t *testing.T) {
 	for _, sub := range []string{"encryption", "policyStatus", "ownershipControls", "object-lock",
 		"versioning", "lifecycle", "website", "policy", "acl", "logging", "notification", "replication", "accelerate",
 		"requestPayment", "analytics", "metrics", "inventory", "intelligent-tiering", "publicAccessBlock", "versions", "session"} {
-		if sub != "versions" && sub != "versioning" { // GET served: buckets are never versioned
+		if sub != "versions" && sub != "versioning" { // GET served
 			cases = append(cases, tc{"GET", "/rtb?" + sub, "", nil, 501, "NotImplemented"})
 		}
-		cases = append(cases, tc{"PUT", "/rtb?" + sub, "<X/>", nil, 501, "NotImplemented"},
-			tc{"DELETE", "/rtb?" + sub, "", nil, 501, "NotImplemented"})
+		if sub != "versioning" { // PUT served (versioning_test.go)
+			cases = append(cases, tc{"PUT", "/rtb?" + sub, "<X/>", nil, 501, "NotImplemented"})
+		}
+		cases = append(cases, tc{"DELETE", "/rtb?" + sub, "", nil, 501, "NotImplemented"})
 	}
 	// Headers.
 	sum := crc32.ChecksumIEEE([]byte("original"))
@@ -91,9 +93,14 @@ func TestRouting(t *testing.T) {
 		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj", "x-amz-tagging-directive", "MERGE"}, 400, "InvalidArgument"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-checksum-crc32", bad}, 400, "BadDigest"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-checksum-crc32", "!!"}, 400, "BadDigest"},
-		tc{"DELETE", "/rtb/obj?versionId=bogus", "", nil, 404, "NoSuchVersion"},
-		tc{"GET", "/rtb/obj?versionId=3HL4kqtJlcpXroDTDmJ", "", nil, 404, "NoSuchVersion"},
-		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj?versionId=abc"}, 404, "NoSuchVersion"},
+		tc{"DELETE", "/rtb/obj?versionId=bogus", "", nil, 400, "InvalidArgument"},
+		tc{"DELETE", "/rtb/obj?versionId=000000000000000000000000", "", nil, 404, "NoSuchVersion"},
+		tc{"GET", "/rtb/obj?versionId=3HL4kqtJlcpXroDTDmJ", "", nil, 400, "InvalidArgument"},
+		tc{"GET", "/rtb/obj?versionId=000000000000000000000000", "", nil, 404, "NoSuchVersion"},
+		tc{"PUT", "/rtb/obj?versionId=null", "evil", nil, 400, "InvalidArgument"},
+		tc{"PUT", "/rtb?versioning", "<VersioningConfiguration><Status>Enabled</Status><MfaDelete>Enabled</MfaDelete></VersioningConfiguration>", nil, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj?versionId=abc"}, 400, "InvalidArgument"},
+		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj?versionId=000000000000000000000000"}, 404, "NoSuchVersion"},
 		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj", "x-amz-copy-source-if-match", `"0123"`}, 412, "PreconditionFailed"},
 		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj", "x-amz-copy-source-if-unmodified-since", time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat)}, 412, "PreconditionFailed"},
 		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj", "x-amz-copy-source-if-none-match", "*"}, 412, "PreconditionFailed"},
