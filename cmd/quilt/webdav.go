@@ -94,7 +94,9 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, dir, addr string, log
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	go hs.Serve(ln)
 	svc := &webdavService{hs: hs, url: "http://" + ln.Addr().String() + webdav.Prefix, env: filepath.Join(dir, "webdav.env")}
-	env := fmt.Sprintf("export QUILT_WEBDAV_URL=%s\n", svc.url)
+	// QUILT_WEBDAV_SERVER is the server's root, the URL ownCloud's and
+	// Nextcloud's clients take (docs/files.md).
+	env := fmt.Sprintf("export QUILT_WEBDAV_URL=%s\nexport QUILT_WEBDAV_SERVER=http://%s\n", svc.url, ln.Addr().String())
 	if b, err := os.ReadFile(pwFile); err == nil {
 		us, _ := sftp.LoadUsers(users)
 		if us[webdavDefault] != nil {

@@ -407,6 +407,9 @@ type CreateOptions struct {
 	// Size is the length of the body if known; 0 or less is unknown.
 	// A body of another length than a known Size is refused.
 	Size int64
+	// Meta is more user metadata for the new version (a WebDAV file ID);
+	// the tree's mode and mtime keys are its own and win.
+	Meta map[string]string
 }
 
 // Create writes a file from r, streaming, creating or overwriting it. Its
@@ -448,7 +451,11 @@ func (t *Tree) Create(ctx context.Context, name string, r io.Reader, opt CreateO
 	if size <= 0 {
 		size = -1
 	}
-	meta := map[string]string{MetaMode: formatMode(mode, false), MetaMtime: formatMtime(mt)}
+	meta := maps.Clone(opt.Meta)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta[MetaMode], meta[MetaMtime] = formatMode(mode, false), formatMtime(mt)
 	o, err := t.s.Put(ctx, p, r, size, meta)
 	if err != nil {
 		return Info{}, perr("create", p, err)

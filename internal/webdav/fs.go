@@ -47,6 +47,12 @@ type fileSystem struct {
 
 	body *bodyReader // a PUT's body
 
+	user     string      // the logged-in user, for oc:owner-id
+	hdr      http.Header // the response's header, for OC-FileId and the like
+	propfind bool        // a PROPFIND: the computed oc: properties are shown
+	mtime    time.Time   // a PUT's X-OC-Mtime (zero: none)
+	usage    func(ctx context.Context) (used, quota int64, err error)
+
 	mu   sync.Mutex
 	last error // the request's last error, for the X-Quilt-Error header
 }
@@ -149,16 +155,23 @@ func (f *fileSystem) OpenFile(ctx context.Context, name string, flag int, perm o
 		if h.InTree() {
 			base, _ = f.t.Stat(ctx, name)
 		}
+		// A file written again keeps its ID; a new one gets one.
+		id := base.Object.Meta[metaFileID]
+		if id == "" {
+			id = strconv.FormatUint(newFileID(), 10)
+		}
+		h.SetMeta(map[string]string{metaFileID: id})
 		return &writeFile{fs: f, ctx: ctx, h: h, base: base}, nil
 	}
 	i, err := f.t.Stat(ctx, name)
 	if err != nil {
 		return nil, f.fail("open", name, err)
 	}
+	fi := &fileInfo{Info: i, fs: f}
 	if i.IsDir() {
-		return &dirFile{fs: f, ctx: ctx, info: i}, nil
+		return &dirFile{fs: f, ctx: ctx, info: i, fi: fi}, nil
 	}
-	return &readFile{fs: f, ctx: ctx, info: i}, nil
+	return &readFile{fs: f, ctx: ctx, info: i, fi: fi}, nil
 }
 
 // fileInfo is a tree.Info with the getetag and getcontenttype of its
@@ -169,6 +182,16 @@ type fileInfo struct {
 
 	once      sync.Once // the object looked up once, when first asked
 	etag, typ string
+
+	sumOnce sync.Once // a directory's summary, made once, when first asked
+	sum     summary
+	sumErr  error
+}
+
+// summary is a directory's, made when first asked.
+func (i *fileInfo) summary(ctx context.Context) (summary, error) {
+	i.sumOnce.Do(func() { i.sum, i.sumErr = i.fs.summarize(ctx, i.Info) })
+	return i.sum, i.sumErr
 }
 
 // object returns the object's ETag and Content-Type ("" if unknown).
@@ -189,8 +212,16 @@ func (i *fileInfo) IsDir() bool        { return i.Info.IsDir() }
 func (i *fileInfo) Sys() any           { return i.Info }
 
 // ETag is the object's own ETag, looked up when asked (for a PUT, after
-// the commit), so a file changed through S3 gets a new one too.
+// the commit), so a file changed through S3 gets a new one too. A
+// directory's is a hash of everything under it (summarize).
 func (i *fileInfo) ETag(ctx context.Context) (string, error) {
+	if i.IsDir() {
+		s, err := i.summary(ctx)
+		if err != nil {
+			return "", xwebdav.ErrNotImplemented
+		}
+		return s.etag, nil
+	}
 	e, _ := i.object(ctx)
 	if e == "" {
 		return "", xwebdav.ErrNotImplemented
@@ -221,6 +252,7 @@ type readFile struct {
 	fs   *fileSystem
 	ctx  context.Context
 	info tree.Info
+	fi   *fileInfo
 	pos  int64
 	rc   io.ReadCloser
 }
@@ -281,12 +313,12 @@ func (r *readFile) Close() error {
 func (r *readFile) Readdir(int) ([]fs.FileInfo, error) {
 	return nil, &os.PathError{Op: "readdir", Path: r.info.Path, Err: tree.ErrNotDir}
 }
-func (r *readFile) Stat() (fs.FileInfo, error) { return &fileInfo{Info: r.info, fs: r.fs}, nil }
+func (r *readFile) Stat() (fs.FileInfo, error) { return r.fi, nil }
 func (r *readFile) Write([]byte) (int, error) {
 	return 0, &os.PathError{Op: "write", Path: r.info.Path, Err: os.ErrPermission}
 }
 func (r *readFile) DeadProps() (map[xml.Name]xwebdav.Property, error) {
-	return deadProps(r.info), nil
+	return r.fs.withComputed(r.ctx, r.fi, deadProps(r.info)), nil
 }
 func (r *readFile) Patch(ps []xwebdav.Proppatch) ([]xwebdav.Propstat, error) {
 	return r.fs.patch(r.ctx, r.info, ps)
@@ -297,6 +329,7 @@ type dirFile struct {
 	fs      *fileSystem
 	ctx     context.Context
 	info    tree.Info
+	fi      *fileInfo
 	entries []fs.FileInfo
 	read    bool
 }
@@ -309,7 +342,7 @@ func (d *dirFile) Close() error                   { return nil }
 func (d *dirFile) Write([]byte) (int, error) {
 	return 0, &os.PathError{Op: "write", Path: d.info.Path, Err: tree.ErrIsDir}
 }
-func (d *dirFile) Stat() (fs.FileInfo, error) { return &fileInfo{Info: d.info, fs: d.fs}, nil }
+func (d *dirFile) Stat() (fs.FileInfo, error) { return d.fi, nil }
 
 // Readdir lists the directory, every page of it.
 func (d *dirFile) Readdir(count int) ([]fs.FileInfo, error) {
@@ -337,7 +370,18 @@ func (d *dirFile) Readdir(count int) ([]fs.FileInfo, error) {
 	return out, nil
 }
 func (d *dirFile) DeadProps() (map[xml.Name]xwebdav.Property, error) {
-	return deadProps(d.info), nil
+	return d.fs.withComputed(d.ctx, d.fi, deadProps(d.info)), nil
+}
+
+// withComputed adds to a PROPFIND's dead properties the computed ones of
+// ownCloud and Nextcloud (ocProps); other requests (a COPY copying the
+// dead properties) get the dead ones alone.
+func (f *fileSystem) withComputed(ctx context.Context, fi *fileInfo, m map[xml.Name]xwebdav.Property) map[xml.Name]xwebdav.Property {
+	if !f.propfind {
+		return m
+	}
+	maps.Copy(m, f.ocProps(ctx, fi))
+	return m
 }
 func (d *dirFile) Patch(ps []xwebdav.Proppatch) ([]xwebdav.Propstat, error) {
 	return d.fs.patch(d.ctx, d.info, ps)
@@ -415,12 +459,19 @@ func (w *writeFile) Close() error {
 		if _, ok := meta[tree.MetaMtime]; !ok {
 			meta[tree.MetaMtime] = formatMtime(w.from.ModTime)
 		}
+		meta[metaFileID] = strconv.FormatUint(newFileID(), 10) // a copy is a new file
 		op := tree.Op{Key: w.h.Name(), From: w.from.Path, Meta: meta}
 		if err := w.fs.t.Store().Apply(w.ctx, []tree.Op{op}); err != nil {
 			return w.fs.fail("close", w.h.Name(), err)
 		}
-	} else if err := w.h.CloseContext(w.ctx); err != nil {
-		return w.fs.fail("close", w.h.Name(), err)
+	} else {
+		if !w.fs.mtime.IsZero() {
+			w.h.Chtimes(w.ctx, w.fs.mtime) // X-OC-Mtime
+		}
+		if err := w.h.CloseContext(w.ctx); err != nil {
+			return w.fs.fail("close", w.h.Name(), err)
+		}
+		w.fs.ocHeaders(w.ctx, w.h.Name())
 	}
 	if len(w.props) == 0 {
 		return nil
@@ -534,7 +585,7 @@ func (f *fileSystem) patch(ctx context.Context, i tree.Info, ps []xwebdav.Proppa
 	delete(props, propMode)
 	delete(props, propMtime)
 	mode, mtime := i.Mode.Perm(), i.ModTime
-	bad := false
+	bad, protected := false, false
 	for _, p := range ps {
 		for _, pr := range p.Props {
 			switch {
@@ -552,12 +603,17 @@ func (f *fileSystem) patch(ctx context.Context, i tree.Info, ps []xwebdav.Proppa
 				mtime = t
 			case pr.XMLName == propMode || pr.XMLName == propMtime:
 				bad = true // cannot be removed
+			case ocComputed(pr.XMLName):
+				protected = true
 			case p.Remove:
 				delete(props, pr.XMLName)
 			default:
 				props[pr.XMLName] = pr
 			}
 		}
+	}
+	if protected {
+		return fail(http.StatusForbidden), nil
 	}
 	if bad {
 		return fail(http.StatusConflict), nil
