@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/tree"
+	xwebdav "golang.org/x/net/webdav"
 )
 
 // DefaultUploadExpiry is how long a chunked upload may go without a new
@@ -171,8 +172,9 @@ type chunkFile struct {
 }
 
 // chunks lists the chunks of the upload in dir, in order, and checks that
-// they leave no gap: numbers follow each other (from 0 or 1), ranges
-// start where the last one ended and hold as many bytes as they say.
+// they leave no gap: numbers follow each other (from 0 or 1) or are each
+// chunk's offset, ranges start where the last one ended and hold as many
+// bytes as they say.
 func chunks(dir string) ([]chunkFile, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
@@ -197,22 +199,27 @@ func chunks(dir string) ([]chunkFile, error) {
 		cs = append(cs, c)
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].num < cs[j].num })
+	// Numbered chunks follow each other from 0 or 1 (Nextcloud, rclone),
+	// or each is named by its offset (ownCloud's client).
+	seq, offs := true, true
 	var off uint64
 	for i, c := range cs {
 		if c.ranged != cs[0].ranged {
 			return nil, errors.New("chunks named both by number and by range")
 		}
-		switch {
-		case c.ranged:
-			if c.num != off || c.end+1 != c.num+uint64(c.size) {
-				return nil, fmt.Errorf("chunk gap: %s is not bytes %d-%d of %d bytes", c.name, off, off+uint64(c.size)-1, c.size)
-			}
-		case i == 0 && c.num > 1:
-			return nil, fmt.Errorf("chunk gap: the first chunk is %s, not 0 or 1", c.name)
-		case i > 0 && c.num != cs[i-1].num+1:
-			return nil, fmt.Errorf("chunk gap: %s follows %s", c.name, cs[i-1].name)
+		if c.ranged && (c.num != off || c.end+1 != c.num+uint64(c.size)) {
+			return nil, fmt.Errorf("chunk gap: %s is not bytes %d-%d of %d bytes", c.name, off, off+uint64(c.size)-1, c.size)
+		}
+		if i == 0 && c.num > 1 || i > 0 && c.num != cs[i-1].num+1 {
+			seq = false
+		}
+		if c.num != off {
+			offs = false
 		}
 		off += uint64(c.size)
+	}
+	if len(cs) > 0 && !cs[0].ranged && !seq && !offs {
+		return nil, fmt.Errorf("chunk gap: chunks %s are neither numbered 0, 1, 2, ... (or 1, 2, ...) nor named by their offsets", chunkNames(cs))
 	}
 	return cs, nil
 }
@@ -317,12 +324,15 @@ func (s *Server) commitUpload(w http.ResponseWriter, r *http.Request, b *bucketS
 	}
 	// A lock on the destination refuses the commit (this MOVE carries no
 	// lock token for it).
-	release, err := b.locks.Confirm(time.Now(), "/"+dst, "")
+	// As x/net/webdav does for a request without lock tokens: a
+	// temporary lock, which fails if another holds one.
+	now := time.Now()
+	tok, err := b.locks.Create(now, xwebdav.LockDetails{Root: "/" + dst, Duration: -1, ZeroDepth: true})
 	if err != nil {
 		bad(http.StatusLocked, "the destination is locked")
 		return
 	}
-	defer release()
+	defer b.locks.Unlock(now, tok)
 	old, err := b.t.Stat(ctx, dst)
 	existed := err == nil
 	if existed && old.IsDir() {
@@ -470,4 +480,17 @@ func (s *Server) sweepUploads(force bool) {
 			s.cfg.Logger.Info("webdav: dropped an expired chunked upload", "upload", p)
 		}
 	}
+}
+
+// chunkNames lists chunks' names for an error, the first few.
+func chunkNames(cs []chunkFile) string {
+	var ns []string
+	for i, c := range cs {
+		if i == 8 {
+			ns = append(ns, "...")
+			break
+		}
+		ns = append(ns, c.name)
+	}
+	return strings.Join(ns, ", ")
 }

@@ -148,6 +148,9 @@ func (f *fileSystem) ocProps(ctx context.Context, fi *fileInfo) map[xml.Name]xwe
 		return m
 	}
 	set(OCNS, "size", strconv.FormatInt(s.size, 10))
+	// x/net/webdav gives no getetag for a collection; the clients need
+	// one that changes with anything below.
+	set("DAV:", "getetag", s.etag)
 	used, avail := s.size, int64(-3) // -3: unlimited, as ownCloud says it
 	if f.usage != nil {
 		if u, q, err := f.usage(ctx); err == nil {
@@ -292,7 +295,8 @@ func (s *Server) serveOCS(w http.ResponseWriter, r *http.Request, user, rest str
 }
 
 // capabilities are what the OCS capabilities call gives: chunking NG
-// (dav.chunking 1.0), MD5 checksums, no sharing, no trash or versions
+// (dav.chunking 1.0; ownCloud's client also wants files.bigfilechunking),
+// MD5 checksums, no sharing, no trash or versions
 // over OCS.
 func (s *Server) capabilities() map[string]any {
 	maj, rest, _ := strings.Cut(ServerVersion, ".")
@@ -306,7 +310,7 @@ func (s *Server) capabilities() map[string]any {
 				"status": map[string]any{"installed": true, "maintenance": false, "version": ServerVersion + ".0",
 					"versionstring": ServerVersion, "productname": s.cfg.Product}},
 			"dav":             map[string]any{"chunking": "1.0", "reports": []any{}},
-			"files":           map[string]any{"bigfilechunking": false, "undelete": false, "versioning": false, "blacklisted_files": []any{".htaccess"}},
+			"files":           map[string]any{"bigfilechunking": true, "undelete": false, "versioning": false, "blacklisted_files": []any{".htaccess"}},
 			"checksums":       map[string]any{"supportedTypes": []any{"MD5", "SHA1", "ADLER32"}, "preferredUploadType": "MD5"},
 			"files_sharing":   map[string]any{"api_enabled": false},
 			"notifications":   map[string]any{"ocs-endpoints": []any{}},
