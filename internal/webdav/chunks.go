@@ -303,27 +303,32 @@ func (s *Server) commitUpload(w http.ResponseWriter, r *http.Request, b *bucketS
 		bad(http.StatusBadRequest, err.Error())
 		return
 	}
+	// One pass over the spooled chunks: the SHA-1 kept with the file, and
+	// the client's checksum checked before anything is written.
+	sha := sha1.New()
+	hw := io.Writer(sha)
 	if h != nil {
-		for _, c := range cs {
-			f, err := os.Open(c.path)
-			if err != nil {
-				bad(http.StatusInternalServerError, err.Error())
-				return
-			}
-			_, err = io.Copy(h, f)
-			f.Close()
-			if err != nil {
-				bad(http.StatusInternalServerError, err.Error())
-				return
-			}
+		hw = io.MultiWriter(sha, h)
+	}
+	for _, c := range cs {
+		f, err := os.Open(c.path)
+		if err != nil {
+			bad(http.StatusInternalServerError, err.Error())
+			return
 		}
+		_, err = io.Copy(hw, f)
+		f.Close()
+		if err != nil {
+			bad(http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
+	if h != nil {
 		if got := hex.EncodeToString(h.Sum(nil)); got != want {
 			bad(http.StatusBadRequest, "the chunks' checksum is "+got+", OC-Checksum says "+want)
 			return
 		}
 	}
-	// A lock on the destination refuses the commit (this MOVE carries no
-	// lock token for it).
 	// As x/net/webdav does for a request without lock tokens: a
 	// temporary lock, which fails if another holds one.
 	now := time.Now()
@@ -372,7 +377,8 @@ func (s *Server) commitUpload(w http.ResponseWriter, r *http.Request, b *bucketS
 		files = append(files, f)
 		rs = append(rs, f)
 	}
-	_, err = b.t.Create(ctx, dst, io.MultiReader(rs...), tree.CreateOptions{ModTime: mtime, Size: total, Meta: map[string]string{metaFileID: id}})
+	_, err = b.t.Create(ctx, dst, io.MultiReader(rs...), tree.CreateOptions{ModTime: mtime, Size: total,
+		Meta: map[string]string{metaFileID: id, metaSHA1: hex.EncodeToString(sha.Sum(nil))}})
 	if err != nil {
 		if c := ErrorCode(err); c != "" {
 			w.Header().Set("X-Quilt-Error", c)

@@ -2,10 +2,13 @@ package webdav
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"maps"
@@ -161,7 +164,11 @@ func (f *fileSystem) OpenFile(ctx context.Context, name string, flag int, perm o
 			id = strconv.FormatUint(newFileID(), 10)
 		}
 		h.SetMeta(map[string]string{metaFileID: id})
-		return &writeFile{fs: f, ctx: ctx, h: h, base: base}, nil
+		w := &writeFile{fs: f, ctx: ctx, h: h, base: base, id: id}
+		if h.Size() == 0 {
+			w.sha = sha1.New()
+		}
+		return w, nil
 	}
 	i, err := f.t.Stat(ctx, name)
 	if err != nil {
@@ -397,6 +404,11 @@ type writeFile struct {
 	pos   int64
 	props []xwebdav.Proppatch // set before the commit (COPY), applied after it
 	from  *tree.Info          // the file this one is a copy of, by reference
+	id    string              // the file ID
+	// sha is the SHA-1 of the bytes written from the start in one
+	// stream (a PUT's), hashed bytes long; nil if written otherwise.
+	sha    hash.Hash
+	hashed int64
 }
 
 // ReadFrom is io.Copy's way in: from a file of the same tree read from
@@ -417,6 +429,12 @@ func (w *writeFile) Write(p []byte) (int, error) {
 		return 0, errors.New("webdav: write after a copy by reference")
 	}
 	n, err := w.h.WriteAt(p, w.pos)
+	if w.pos == w.hashed && w.sha != nil {
+		w.sha.Write(p[:n])
+		w.hashed += int64(n)
+	} else {
+		w.sha = nil // not written in one stream from the start
+	}
 	w.pos += int64(n)
 	return n, err
 }
@@ -467,6 +485,9 @@ func (w *writeFile) Close() error {
 	} else {
 		if !w.fs.mtime.IsZero() {
 			w.h.Chtimes(w.ctx, w.fs.mtime) // X-OC-Mtime
+		}
+		if w.sha != nil && w.hashed == w.h.Size() {
+			w.h.SetMeta(map[string]string{metaFileID: w.id, metaSHA1: hex.EncodeToString(w.sha.Sum(nil))})
 		}
 		if err := w.h.CloseContext(w.ctx); err != nil {
 			return w.fs.fail("close", w.h.Name(), err)

@@ -40,6 +40,11 @@ const instanceID = "ocquilt"
 // file keeps it, a new file or a copy gets a new one.
 const metaFileID = "oc-fileid"
 
+// metaSHA1 is the user metadata key of a file's SHA-1 (hex), hashed as
+// a PUT or a chunked upload wrote it, for oc:checksums beside the MD5
+// that the ETag is. A file written through another door has none.
+const metaSHA1 = "oc-sha1"
+
 // newFileID returns a random file ID in [2^52, 2^53): a number that
 // JavaScript and JSON readers hold exactly, and apart from the IDs
 // derived from paths.
@@ -138,8 +143,15 @@ func (f *fileSystem) ocProps(ctx context.Context, fi *fileInfo) map[xml.Name]xwe
 	}
 	if !i.IsDir() {
 		set(OCNS, "size", strconv.FormatInt(i.Size, 10))
+		var sums []string
+		if v := i.Object.Meta[metaSHA1]; len(v) == 40 {
+			sums = append(sums, "SHA1:"+v)
+		}
 		if e, _ := fi.object(ctx); md5Hex.MatchString(e) {
-			set(OCNS, "checksums", `<checksum xmlns="`+OCNS+`">MD5:`+e+`</checksum>`)
+			sums = append(sums, "MD5:"+e)
+		}
+		if len(sums) > 0 {
+			set(OCNS, "checksums", `<checksum xmlns="`+OCNS+`">`+strings.Join(sums, " ")+`</checksum>`)
 		}
 		return m
 	}
@@ -264,7 +276,7 @@ func (s *Server) serveOCS(w http.ResponseWriter, r *http.Request, user, rest str
 		return
 	}
 	if !ok || (ver != "v1.php" && !v2) {
-		ocsReply(w, v2, format, http.StatusNotFound, 998, "not found", nil)
+		http.Error(w, "quilt: the OCS API is at /ocs/v1.php/ and /ocs/v2.php/", http.StatusNotFound)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

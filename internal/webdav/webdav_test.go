@@ -43,6 +43,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with a change to the server's config.
+func newFixtureWith(t *testing.T, change func(*webdav.Config)) *fixture {
+	t.Helper()
 	g := testgrid.New(t, testgrid.Options{Nodes: 5})
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -54,7 +60,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { gw.Close() })
 	f := &fixture{gw: gw, users: filepath.Join(dir, "webdav-users")}
-	srv, err := webdav.New(webdav.Config{
+	cfg := webdav.Config{
 		Users: func() (sftp.Users, error) { return sftp.LoadUsers(f.users) },
 		Tree: func(ctx context.Context, bucket string) (*tree.Tree, error) {
 			if _, err := sftp.GatewayTrees(gw)(ctx, bucket); err != nil {
@@ -64,7 +70,11 @@ func newFixture(t *testing.T) *fixture {
 		},
 		Object:   webdav.GatewayObjects(gw),
 		SpoolDir: t.TempDir(),
-	})
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	srv, err := webdav.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
