@@ -51,6 +51,7 @@ test:
 	./test/swift-regions.sh
 	./test/sftp-clients.sh
 	./test/webdav-clients.sh
+	./test/owncloud-clients.sh
 	./test/mount-clients.sh
 	./test/volume-clients.sh
 
