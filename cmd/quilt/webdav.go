@@ -116,8 +116,8 @@ func webdavHint(svc *webdavService) string {
 	if svc.user == "" {
 		return fmt.Sprintf("WebDAV: %sUSER/  (users in %s)\n", svc.url, webdavUsersFile)
 	}
-	return fmt.Sprintf("WebDAV: %s%s/  user %s (bucket %s), password in %s\n        . %s; cadaver $QUILT_WEBDAV_URL$QUILT_WEBDAV_USER/\n",
-		svc.url, svc.user, svc.user, webdavBucket, filepath.Join(filepath.Dir(svc.env), webdavPassword), svc.env)
+	return fmt.Sprintf("WebDAV: %s%s/  user %s (bucket %s), password in %s\n        . %s; cadaver $QUILT_WEBDAV_URL$QUILT_WEBDAV_USER/\n        ownCloud/Nextcloud clients: server %s\n",
+		svc.url, svc.user, svc.user, webdavBucket, filepath.Join(filepath.Dir(svc.env), webdavPassword), svc.env, strings.TrimSuffix(svc.url, webdav.Prefix))
 }
 
 func runWebDAV(ctx context.Context, args []string) error {

@@ -53,6 +53,7 @@ type fileSystem struct {
 	user     string      // the logged-in user, for oc:owner-id
 	hdr      http.Header // the response's header, for OC-FileId and the like
 	propfind bool        // a PROPFIND: the computed oc: properties are shown
+	get      bool        // a GET: OC-Checksum is set from the file's SHA-1
 	mtime    time.Time   // a PUT's X-OC-Mtime (zero: none)
 	usage    func(ctx context.Context) (used, quota int64, err error)
 
@@ -175,6 +176,11 @@ func (f *fileSystem) OpenFile(ctx context.Context, name string, flag int, perm o
 		return nil, f.fail("open", name, err)
 	}
 	fi := &fileInfo{Info: i, fs: f}
+	if f.get && !i.IsDir() && f.hdr != nil {
+		if v := i.Object.Meta[metaSHA1]; len(v) == 40 {
+			f.hdr.Set("OC-Checksum", "SHA1:"+v) // the sync clients check a download with it
+		}
+	}
 	if i.IsDir() {
 		return &dirFile{fs: f, ctx: ctx, info: i, fi: fi}, nil
 	}

@@ -85,7 +85,7 @@ func TestOwnCloudStatusAndOCS(t *testing.T) {
 				}
 				Data struct {
 					Capabilities struct {
-						Dav struct{ Chunking string }
+						Dav   struct{ Chunking string }
 						Files struct {
 							Bigfilechunking bool
 						}
@@ -414,8 +414,12 @@ func TestOwnCloudChunkedUpload(t *testing.T) {
 	if h.Get("OC-FileId") != id {
 		t.Fatalf("overwritten: id %s, want %s", h.Get("OC-FileId"), id)
 	}
-	if _, b := f.must(t, 200, "GET", files+"big.bin", "alice", "a", ""); b != data2 {
+	h, b := f.must(t, 200, "GET", files+"big.bin", "alice", "a", "")
+	if b != data2 {
 		t.Fatal("overwritten file differs")
+	}
+	if sh := sha1.Sum([]byte(data2)); h.Get("OC-Checksum") != "SHA1:"+hex.EncodeToString(sh[:]) {
+		t.Fatalf("GET's OC-Checksum %q", h.Get("OC-Checksum"))
 	}
 
 	// Nextcloud 1: byte ranges, into a new directory's file.
@@ -466,7 +470,7 @@ func TestOwnCloudChunkedUpload(t *testing.T) {
 	f.must(t, 400, "MOVE", up+"names/.file", "alice", "a", "")
 	f.must(t, 403, "MOVE", up+"names/.file", "alice", "a", "", "Destination", files)
 	f.must(t, 201, "PUT", up+"names/1", "alice", "a", "x")
-	f.must(t, 409, "MOVE", up+"names/.file", "alice", "a", "", "Destination", files+"dir")       // a directory
+	f.must(t, 409, "MOVE", up+"names/.file", "alice", "a", "", "Destination", files+"dir")         // a directory
 	f.must(t, 409, "MOVE", up+"names/.file", "alice", "a", "", "Destination", files+"nodir/x.txt") // no parent
 
 	// Another user's uploads, or a MOVE of one's chunks into another

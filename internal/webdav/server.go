@@ -179,7 +179,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "quilt: your bucket is not available", http.StatusServiceUnavailable)
 		return
 	}
-	fsys := &fileSystem{t: b.t, spool: s.cfg.SpoolDir, user: name, hdr: w.Header(), propfind: r.Method == "PROPFIND"}
+	fsys := &fileSystem{t: b.t, spool: s.cfg.SpoolDir, user: name, hdr: w.Header(),
+		propfind: r.Method == "PROPFIND", get: r.Method == http.MethodGet}
 	if s.cfg.Object != nil {
 		bucket := u.Bucket
 		fsys.obj = func(ctx context.Context, key string) (string, string, error) {
