@@ -4,9 +4,11 @@
 # davfs2 mounted (a tree written with cp -r, unmounted, mounted again and
 # compared with diff -r), the ownCloud desktop sync client's command line
 # (owncloudcmd) syncing a folder both ways with a conflict and a 200 MB
-# file (chunked upload), and rclone's owncloud and nextcloud WebDAV
+# file (chunked upload), the Nextcloud one's (nextcloudcmd) syncing a
+# folder up (a 30 MB file in chunks) and down, and rclone's owncloud and nextcloud WebDAV
 # vendors (copy, check, and the MD5 they read from oc:checksums).
-# Installs davfs2, owncloud-client-cmd and rclone with apt when missing,
+# Installs davfs2, owncloud-client-cmd, nextcloud-desktop-cmd and rclone
+# with apt when missing,
 # and fails if a client cannot be installed: nothing is skipped. Needs
 # root (mount) and /dev/fuse.
 set -euo pipefail
@@ -26,6 +28,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 need=()
 command -v mount.davfs >/dev/null || need+=(davfs2)
 command -v owncloudcmd >/dev/null || need+=(owncloud-client-cmd)
+command -v nextcloudcmd >/dev/null || need+=(nextcloud-desktop-cmd)
 command -v rclone >/dev/null || need+=(rclone)
 if [ ${#need[@]} -gt 0 ]; then
 	say "installing ${need[*]}"
@@ -34,6 +37,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 say "client versions"
 owncloudcmd --version 2>&1 | sed -n 1p
+nextcloudcmd --version 2>&1 | sed -n 1p
 mount.davfs -V 2>&1 | sed -n 1p
 rclone version 2>&1 | sed -n 1p
 
@@ -147,6 +151,19 @@ mkdir -p "$l2"
 oc "$l2"
 diff -r -x '.sync_*' -x '._sync_*' -x '.owncloudsync.log' -x 'conflict (conflicted copy *' "$l1" "$l2"
 echo "second folder: identical"
+
+say "nextcloudcmd: up (in chunks) and down"
+l3="$work/sync3"
+mktree "$l3/nc" nextcloud
+head -c 30000000 /dev/urandom >"$l3/nc/n30.bin"
+echo "for nextcloud" | "${c[@]}" -T - "$files/down/nc.txt" -o /dev/null
+HOME="$work/nchome" timeout 300 nextcloudcmd --non-interactive --exclude "$work/exclude.lst" \
+	-u "$u" -p "$pw" "$l3" "$srv" >"$work/nc.log" 2>&1 || { tail -30 "$work/nc.log"; fail "nextcloudcmd"; }
+grep -E "Chunked upload|MOVE of|Sync run took" "$work/nc.log" | cut -c1-220 || true
+grep -q "remote.php/dav/uploads/$u/" "$work/nc.log" || fail "nextcloudcmd: the 30 MB file did not go up in chunks"
+[ "$("${c[@]}" "$files/nc/n30.bin" | sha256sum)" = "$(sha256sum <"$l3/nc/n30.bin")" ] || fail "nextcloudcmd: n30.bin differs on the server"
+[ "$(cat "$l3/down/nc.txt")" = "for nextcloud" ] || fail "nextcloudcmd: down/nc.txt did not come down"
+cmp "$l3/big200.bin" "$l1/big200.bin" || fail "nextcloudcmd: big200.bin differs"
 
 say "rclone: owncloud and nextcloud vendors"
 mktree "$work/rc" rclone
