@@ -86,7 +86,7 @@ type Server struct {
 // bucketState is what the requests to one bucket share.
 type bucketState struct {
 	t     *tree.Tree
-	locks xwebdav.LockSystem
+	locks *lockSystem
 }
 
 // authEntry remembers a password that matched a hash, so bcrypt runs once
@@ -197,6 +197,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case "PROPFIND", "PROPPATCH", "LOCK":
 		if !s.checkXML(w, r) {
+			return
+		}
+		if r.Method == "LOCK" && s.serveSharedLock(w, r, b, fsys, rt.rest) {
 			return
 		}
 	case http.MethodPut:
@@ -417,7 +420,7 @@ func (s *Server) bucket(ctx context.Context, name string) (*bucketState, error) 
 	if err != nil {
 		return nil, err
 	}
-	b := &bucketState{t: t, locks: xwebdav.NewMemLS()}
+	b := &bucketState{t: t, locks: newLockSystem()}
 	s.buckets[name] = b
 	return b, nil
 }
