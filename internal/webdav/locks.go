@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,8 +217,11 @@ func (s *Server) serveSharedLock(w http.ResponseWriter, r *http.Request, b *buck
 	}
 	body, err := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil || len(bytes.TrimSpace(body)) == 0 {
-		return false // a refresh, or an error x/net/webdav answers
+	if err != nil {
+		return false // an error x/net/webdav answers
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return s.refreshSharedLock(w, r, b)
 	}
 	var li sharedLockInfo
 	if xml.Unmarshal(body, &li) != nil || li.Shared == nil || li.Exclusive != nil || li.Write == nil {
@@ -261,17 +265,57 @@ func (s *Server) serveSharedLock(w http.ResponseWriter, r *http.Request, b *buck
 		}
 		created = true
 	}
-	depth, timeout := "infinity", "Infinite"
-	if zero {
-		depth = "0"
-	}
-	if d >= 0 {
-		timeout = fmt.Sprintf("Second-%d", d/time.Second)
-	}
 	w.Header().Set("Lock-Token", "<"+token+">")
 	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
 	if created {
 		w.WriteHeader(http.StatusCreated)
+	}
+	writeSharedLock(w, token, xwebdav.LockDetails{Duration: d, OwnerXML: li.Owner.Inner, ZeroDepth: zero}, r.URL.EscapedPath())
+	return true
+}
+
+// ifToken is the one lock token of a refresh's If header.
+var ifToken = regexp.MustCompile(`\(\s*<([^>]+)>\s*\)`)
+
+// refreshSharedLock answers a LOCK without a body (a refresh) of a shared
+// lock, with its shared scope (x/net/webdav would say exclusive); it
+// reports false for any other refresh.
+func (s *Server) refreshSharedLock(w http.ResponseWriter, r *http.Request, b *bucketState) bool {
+	m := ifToken.FindAllStringSubmatch(r.Header.Get("If"), -1)
+	if len(m) != 1 {
+		return false
+	}
+	b.locks.mu.Lock()
+	l := b.locks.locks[m[0][1]]
+	shared := l != nil && l.shared
+	b.locks.mu.Unlock()
+	if !shared {
+		return false
+	}
+	d, ok := lockTimeout(r.Header.Get("Timeout"))
+	if !ok {
+		http.Error(w, "quilt: Timeout is Infinite or Second-N", http.StatusBadRequest)
+		return true
+	}
+	ld, err := b.locks.Refresh(time.Now(), m[0][1], d)
+	if err != nil {
+		http.Error(w, "quilt: "+err.Error(), http.StatusPreconditionFailed)
+		return true
+	}
+	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	writeSharedLock(w, m[0][1], ld, r.URL.EscapedPath())
+	return true
+}
+
+// writeSharedLock writes a LOCK's answer for a shared lock: its
+// lockdiscovery.
+func writeSharedLock(w io.Writer, token string, ld xwebdav.LockDetails, href string) {
+	depth, timeout := "infinity", "Infinite"
+	if ld.ZeroDepth {
+		depth = "0"
+	}
+	if ld.Duration >= 0 {
+		timeout = fmt.Sprintf("Second-%d", ld.Duration/time.Second)
 	}
 	fmt.Fprintf(w, "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"+
 		"<D:prop xmlns:D=\"DAV:\"><D:lockdiscovery><D:activelock>\n"+
@@ -283,6 +327,5 @@ func (s *Server) serveSharedLock(w http.ResponseWriter, r *http.Request, b *buck
 		"	<D:locktoken><D:href>%s</D:href></D:locktoken>\n"+
 		"	<D:lockroot><D:href>%s</D:href></D:lockroot>\n"+
 		"</D:activelock></D:lockdiscovery></D:prop>",
-		depth, li.Owner.Inner, timeout, xmlText(token), xmlText(r.URL.EscapedPath()))
-	return true
+		depth, ld.OwnerXML, timeout, xmlText(token), xmlText(href))
 }

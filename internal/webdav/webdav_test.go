@@ -996,6 +996,10 @@ func TestWebDAVSharedLocks(t *testing.T) {
 	if st, _, _, _ := c.call(ctx, "PUT", "doc.txt", "v3", "If", "("+t2+")"); st != http.StatusCreated {
 		t.Fatalf("put with a shared lock's token: %d", st)
 	}
+	// A refresh keeps it shared.
+	if st, _, body, _ := c.call(ctx, "LOCK", "doc.txt", "", "If", "("+t1+")", "Timeout", "Second-120"); st != http.StatusOK || !strings.Contains(body, "<D:shared/>") || !strings.Contains(body, "Second-120") {
+		t.Fatalf("refresh: %d %s", st, body)
+	}
 	for _, tok := range []string{t1, t2} {
 		if st, _, _, _ := c.call(ctx, "UNLOCK", "doc.txt", "", "Lock-Token", tok); st != http.StatusNoContent {
 			t.Fatalf("unlock: %d", st)
