@@ -50,12 +50,12 @@ type fileSystem struct {
 
 	body *bodyReader // a PUT's body
 
-	user     string      // the logged-in user, for oc:owner-id
-	hdr      http.Header // the response's header, for OC-FileId and the like
-	propfind bool        // a PROPFIND: the computed oc: properties are shown
-	get      bool        // a GET: OC-Checksum is set from the file's SHA-1
-	mtime    time.Time   // a PUT's X-OC-Mtime (zero: none)
-	usage    func(ctx context.Context) (used, quota int64, err error)
+	user  string            // the logged-in user, for oc:owner-id
+	hdr   http.Header       // the response's header, for OC-FileId and the like
+	want  map[xml.Name]bool // the properties a PROPFIND names (ocProps)
+	get   bool              // a GET: OC-Checksum is set from the file's SHA-1
+	mtime time.Time         // a PUT's X-OC-Mtime (zero: none)
+	usage func(ctx context.Context) (used, quota int64, err error)
 
 	mu   sync.Mutex
 	last error // the request's last error, for the X-Quilt-Error header
@@ -387,10 +387,10 @@ func (d *dirFile) DeadProps() (map[xml.Name]xwebdav.Property, error) {
 }
 
 // withComputed adds to a PROPFIND's dead properties the computed ones of
-// ownCloud and Nextcloud (ocProps); other requests (a COPY copying the
-// dead properties) get the dead ones alone.
+// ownCloud and Nextcloud that it names (ocProps); other requests (a COPY
+// copying the dead properties) get the dead ones alone.
 func (f *fileSystem) withComputed(ctx context.Context, fi *fileInfo, m map[xml.Name]xwebdav.Property) map[xml.Name]xwebdav.Property {
-	if !f.propfind {
+	if f.want == nil {
 		return m
 	}
 	maps.Copy(m, f.ocProps(ctx, fi))

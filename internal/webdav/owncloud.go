@@ -120,13 +120,19 @@ func (f *fileSystem) summarize(ctx context.Context, i tree.Info) (summary, error
 	return sum, nil
 }
 
-// ocProps are the computed ownCloud and Nextcloud properties of i, which
-// a PROPFIND shows beside the dead ones.
+// ocProps are the computed ownCloud and Nextcloud properties of i that a
+// PROPFIND names (f.want), which it shows beside the dead ones: only
+// those asked for are computed, so a directory is walked only for its
+// getetag, oc:size or quota, and a file's object looked up only for
+// oc:checksums.
 func (f *fileSystem) ocProps(ctx context.Context, fi *fileInfo) map[xml.Name]xwebdav.Property {
 	m := map[xml.Name]xwebdav.Property{}
+	want := func(space, local string) bool { return f.want[xml.Name{Space: space, Local: local}] }
 	set := func(space, local, inner string) {
-		n := xml.Name{Space: space, Local: local}
-		m[n] = xwebdav.Property{XMLName: n, InnerXML: []byte(inner)}
+		if want(space, local) {
+			n := xml.Name{Space: space, Local: local}
+			m[n] = xwebdav.Property{XMLName: n, InnerXML: []byte(inner)}
+		}
 	}
 	i := fi.Info
 	id := fileID(i)
@@ -143,6 +149,9 @@ func (f *fileSystem) ocProps(ctx context.Context, fi *fileInfo) map[xml.Name]xwe
 	}
 	if !i.IsDir() {
 		set(OCNS, "size", strconv.FormatInt(i.Size, 10))
+		if !want(OCNS, "checksums") {
+			return m // no object lookup
+		}
 		var sums []string
 		if v := i.Object.Meta[metaSHA1]; len(v) == 40 {
 			sums = append(sums, "SHA1:"+v)
@@ -155,6 +164,12 @@ func (f *fileSystem) ocProps(ctx context.Context, fi *fileInfo) map[xml.Name]xwe
 		}
 		return m
 	}
+	if i.Path == "" {
+		set(OCNS, "data-fingerprint", "")
+	}
+	if !want(OCNS, "size") && !want("DAV:", "getetag") && !want("DAV:", "quota-used-bytes") && !want("DAV:", "quota-available-bytes") {
+		return m // no walk
+	}
 	s, err := fi.summary(ctx)
 	if err != nil {
 		return m
@@ -164,7 +179,7 @@ func (f *fileSystem) ocProps(ctx context.Context, fi *fileInfo) map[xml.Name]xwe
 	// one that changes with anything below.
 	set("DAV:", "getetag", s.etag)
 	used, avail := s.size, int64(-3) // -3: unlimited, as ownCloud says it
-	if f.usage != nil {
+	if f.usage != nil && (want("DAV:", "quota-used-bytes") || want("DAV:", "quota-available-bytes")) {
 		if u, q, err := f.usage(ctx); err == nil {
 			if i.Path == "" {
 				used = u
@@ -176,9 +191,6 @@ func (f *fileSystem) ocProps(ctx context.Context, fi *fileInfo) map[xml.Name]xwe
 	}
 	set("DAV:", "quota-used-bytes", strconv.FormatInt(used, 10))
 	set("DAV:", "quota-available-bytes", strconv.FormatInt(avail, 10))
-	if i.Path == "" {
-		set(OCNS, "data-fingerprint", "")
-	}
 	return m
 }
 
@@ -202,6 +214,25 @@ func xmlText(s string) string {
 	var b bytes.Buffer
 	xml.EscapeText(&b, []byte(s))
 	return b.String()
+}
+
+// propfindNames returns the properties a PROPFIND body names in its
+// <prop>, or nil for allprop, propname or no body (which show no
+// computed property, as ownCloud's allprop does not).
+func propfindNames(body []byte) map[xml.Name]bool {
+	var pf struct {
+		Prop struct {
+			Any []struct{ XMLName xml.Name } `xml:",any"`
+		} `xml:"DAV: prop"`
+	}
+	if len(bytes.TrimSpace(body)) == 0 || xml.Unmarshal(body, &pf) != nil || len(pf.Prop.Any) == 0 {
+		return nil
+	}
+	m := map[xml.Name]bool{}
+	for _, p := range pf.Prop.Any {
+		m[p.XMLName] = true
+	}
+	return m
 }
 
 // preconditions evaluates a PUT's If-Match and If-None-Match against the

@@ -333,6 +333,12 @@ func TestOwnCloudProps(t *testing.T) {
 		t.Fatalf("copy: id %s, the original's %s", id, fileID)
 	}
 
+	// allprop shows no computed property (as ownCloud's does not).
+	_, all := f.must(t, 207, "PROPFIND", base+"/docs/", "alice", "a", "", "Depth", "1")
+	if strings.Contains(all, webdav.OCNS) || strings.Contains(all, "quota-") {
+		t.Fatalf("allprop with computed properties: %s", all)
+	}
+
 	// If-Match and If-None-Match on PUT.
 	_, ms = f.must(t, 207, "PROPFIND", base+"/docs/b.txt", "alice", "a", ocPropfind, "Depth", "0")
 	tag, _ := propOf(t, ms, base+"/docs/b.txt", "getetag")

@@ -180,7 +180,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fsys := &fileSystem{t: b.t, spool: s.cfg.SpoolDir, user: name, hdr: w.Header(),
-		propfind: r.Method == "PROPFIND", get: r.Method == http.MethodGet}
+		get: r.Method == http.MethodGet}
 	if s.cfg.Object != nil {
 		bucket := u.Bucket
 		fsys.obj = func(ctx context.Context, key string) (string, string, error) {
@@ -201,6 +201,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if r.Method == "LOCK" && s.serveSharedLock(w, r, b, fsys, rt.rest) {
 			return
+		}
+		if r.Method == "PROPFIND" && r.Body != nil {
+			body, _ := io.ReadAll(r.Body) // checkXML's copy, in memory
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			fsys.want = propfindNames(body)
 		}
 	case http.MethodPut:
 		if v := r.Header.Get("X-OC-Mtime"); v != "" {
