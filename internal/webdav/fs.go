@@ -55,7 +55,11 @@ type fileSystem struct {
 	want  map[xml.Name]bool // the properties a PROPFIND names (ocProps)
 	get   bool              // a GET: OC-Checksum is set from the file's SHA-1
 	mtime time.Time         // a PUT's X-OC-Mtime (zero: none)
-	usage func(ctx context.Context) (used, quota int64, err error)
+	// sum is the hash of a PUT's OC-Checksum over the body, which must
+	// give sumWant (nil: no OC-Checksum).
+	sum     hash.Hash
+	sumWant string
+	usage   func(ctx context.Context) (used, quota int64, err error)
 
 	mu   sync.Mutex
 	last error // the request's last error, for the X-Quilt-Error header
@@ -89,6 +93,8 @@ func ErrorCode(err error) string {
 		return "exist"
 	case errors.Is(err, fs.ErrInvalid):
 		return "invalid"
+	case errors.Is(err, ErrChecksum):
+		return "checksum"
 	}
 	return ""
 }
@@ -437,6 +443,9 @@ func (w *writeFile) Write(p []byte) (int, error) {
 	n, err := w.h.WriteAt(p, w.pos)
 	if w.pos == w.hashed && w.sha != nil {
 		w.sha.Write(p[:n])
+		if w.fs.sum != nil {
+			w.fs.sum.Write(p[:n])
+		}
 		w.hashed += int64(n)
 	} else {
 		w.sha = nil // not written in one stream from the start
@@ -493,6 +502,12 @@ func (w *writeFile) Close() error {
 			w.h.Chtimes(w.ctx, w.fs.mtime) // X-OC-Mtime
 		}
 		if w.sha != nil && w.hashed == w.h.Size() {
+			if w.fs.sum != nil {
+				if got := hex.EncodeToString(w.fs.sum.Sum(nil)); !sumEqual(got, w.fs.sumWant) {
+					w.h.Abort()
+					return w.fs.fail("close", w.h.Name(), fmt.Errorf("%w: the body's is %s, OC-Checksum says %s", ErrChecksum, got, w.fs.sumWant))
+				}
+			}
 			w.h.SetMeta(map[string]string{metaFileID: w.id, metaSHA1: hex.EncodeToString(w.sha.Sum(nil))})
 		}
 		if err := w.h.CloseContext(w.ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/http"
@@ -39,6 +40,10 @@ const instanceID = "ocquilt"
 // a MOVE keeps it (the tree's rename copies the metadata), a PUT over the
 // file keeps it, a new file or a copy gets a new one.
 const metaFileID = "oc-fileid"
+
+// ErrChecksum is a PUT's body that does not match its OC-Checksum
+// header: nothing is written.
+var ErrChecksum = errors.New("webdav: checksum mismatch")
 
 // metaSHA1 is the user metadata key of a file's SHA-1 (hex), hashed as
 // a PUT or a chunked upload wrote it, for oc:checksums beside the MD5

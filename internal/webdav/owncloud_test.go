@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"hash/adler32"
 	"io"
 	"net/http"
 	"strings"
@@ -349,6 +350,21 @@ func TestOwnCloudProps(t *testing.T) {
 	if _, b := f.must(t, 200, "GET", base+"/docs/b.txt", "alice", "a", ""); b != "update" {
 		t.Fatalf("after If-Match: %q", b)
 	}
+
+	// OC-Checksum on PUT: a body that matches is written; one that does
+	// not, or an unknown type, is 400 and writes nothing.
+	okSum := sha1.Sum([]byte("checked"))
+	f.must(t, 201, "PUT", base+"/docs/sum.txt", "alice", "a", "checked", "OC-Checksum", "SHA1:"+hex.EncodeToString(okSum[:]))
+	h, _ = f.must(t, 400, "PUT", base+"/docs/sum.txt", "alice", "a", "corrupted", "OC-Checksum", "SHA1:"+hex.EncodeToString(okSum[:]))
+	if h.Get("X-Quilt-Error") != "checksum" {
+		t.Fatalf("checksum mismatch: %v", h)
+	}
+	f.must(t, 400, "PUT", base+"/docs/sum.txt", "alice", "a", "x", "OC-Checksum", "CRC9:00")
+	if _, b := f.must(t, 200, "GET", base+"/docs/sum.txt", "alice", "a", ""); b != "checked" {
+		t.Fatalf("after a bad checksum: %q", b)
+	}
+	adler := "ADLER32:" + fmt.Sprintf("%x", adler32.Checksum([]byte("also checked"))) // ownCloud's: no leading zeros
+	f.must(t, 201, "PUT", base+"/docs/sum2.txt", "alice", "a", "also checked", "OC-Checksum", adler)
 
 	// Bad input: an X-OC-Mtime that is no time; PROPPATCH of a computed
 	// property.

@@ -216,6 +216,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			fsys.mtime = t
 		}
+		h, want, err := checksum(r.Header.Get("OC-Checksum"))
+		if err != nil {
+			http.Error(w, "quilt: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		fsys.sum, fsys.sumWant = h, want
 		if code := fsys.preconditions(r.Context(), strings.TrimPrefix(rt.rest, "/"), r.Header); code != 0 {
 			http.Error(w, "quilt: "+http.StatusText(code), code)
 			return
@@ -368,6 +374,9 @@ func (w *errWriter) WriteHeader(code int) {
 		w.fs.mu.Unlock()
 		if c := ErrorCode(err); c != "" {
 			w.Header().Set("X-Quilt-Error", c)
+		}
+		if errors.Is(err, ErrChecksum) {
+			code = http.StatusBadRequest // x/net/webdav says 405 for any failed close
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
