@@ -499,6 +499,12 @@ func (t *Tree) Open(ctx context.Context, name string, off, length int64) (io.Rea
 // there, fs.ErrNotExist or ErrNotDir if its parent is not a directory.
 // mode 0 is DefaultDirMode.
 func (t *Tree) Mkdir(ctx context.Context, name string, mode fs.FileMode) error {
+	return t.MkdirMeta(ctx, name, mode, nil)
+}
+
+// MkdirMeta is Mkdir with more user metadata on the directory's marker
+// (a WebDAV file ID); the tree's mode and mtime keys are its own and win.
+func (t *Tree) MkdirMeta(ctx context.Context, name string, mode fs.FileMode, meta map[string]string) error {
 	p, err := clean("mkdir", name)
 	if err != nil {
 		return err
@@ -517,7 +523,12 @@ func (t *Tree) Mkdir(ctx context.Context, name string, mode fs.FileMode) error {
 	if mode.Perm() == 0 {
 		mode = DefaultDirMode
 	}
-	if err := t.s.Apply(ctx, []Op{{Key: p + "/", Meta: map[string]string{MetaMode: formatMode(mode, true), MetaMtime: formatMtime(t.now())}}}); err != nil {
+	m := maps.Clone(meta)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[MetaMode], m[MetaMtime] = formatMode(mode, true), formatMtime(t.now())
+	if err := t.s.Apply(ctx, []Op{{Key: p + "/", Meta: m}}); err != nil {
 		return perr("mkdir", p, err)
 	}
 	t.publish(Event{Kind: KindMkdir, Path: p})

@@ -128,7 +128,8 @@ func (f *fileSystem) Mkdir(ctx context.Context, name string, perm os.FileMode) e
 	if perm.Perm() == 0o777 {
 		perm = 0 // MKCOL's: the tree's default
 	}
-	return f.fail("mkdir", name, f.t.Mkdir(ctx, name, perm.Perm()))
+	id := strconv.FormatUint(newFileID(), 10)
+	return f.fail("mkdir", name, f.t.MkdirMeta(ctx, name, perm.Perm(), map[string]string{metaFileID: id}))
 }
 
 // RemoveAll removes name and all under it in one batch; nothing there is

@@ -322,7 +322,20 @@ func TestOwnCloudProps(t *testing.T) {
 	if dirTag(base+"/") == rootTag || dirTag(base+"/docs/") == docsTag {
 		t.Fatal("directory ETags unchanged by a change below")
 	}
-	// A MOVE keeps it; a COPY has a new one.
+	// A directory made with MKCOL keeps its ID when moved.
+	dirID := func(p string) string {
+		_, ms := f.must(t, 207, "PROPFIND", p, "alice", "a", ocPropfind, "Depth", "0")
+		id, _ := propOf(t, ms, p, "id")
+		return id
+	}
+	before := dirID(base + "/docs/deep/")
+	f.must(t, 201, "MOVE", base+"/docs/deep/", "alice", "a", "", "Destination", base+"/docs/deeper/")
+	if after := dirID(base + "/docs/deeper/"); after != before || before == "" {
+		t.Fatalf("moved directory: id %s, was %s", after, before)
+	}
+	href = base + "/docs/deeper/a.txt"
+
+	// A MOVE keeps a file's; a COPY has a new one.
 	f.must(t, 201, "MOVE", href, "alice", "a", "", "Destination", base+"/docs/b.txt")
 	_, ms = f.must(t, 207, "PROPFIND", base+"/docs/b.txt", "alice", "a", ocPropfind, "Depth", "0")
 	if id, _ := propOf(t, ms, base+"/docs/b.txt", "id"); id != fileID {
