@@ -461,8 +461,8 @@ func (g *Gateway) DeleteUser(ctx context.Context, name string, purge bool) error
 	return nil
 }
 
-// PurgeBucket deletes every object and multipart upload of a bucket,
-// then the bucket.
+// PurgeBucket deletes every object (every version of it) and multipart
+// upload of a bucket, then the bucket.
 func (g *Gateway) PurgeBucket(ctx context.Context, name string) error {
 	us, err := g.Uploads(ctx, name)
 	if err != nil {
@@ -473,16 +473,24 @@ func (g *Gateway) PurgeBucket(ctx context.Context, name string) error {
 			return err
 		}
 	}
+	// Every version (an unversioned bucket's objects are each their
+	// null version), delete markers included.
+	last := ""
 	for {
-		l, err := g.List(ctx, name, "", "", "", 1000)
+		l, err := g.ListVersions(ctx, name, "", "", "", "", 1000)
 		if err != nil {
 			return err
 		}
-		if len(l.Objects) == 0 {
+		if len(l.Versions) == 0 {
 			break
 		}
-		for _, o := range l.Objects {
-			if err := g.Delete(ctx, name, o.Key); err != nil {
+		if first := l.Versions[0].Key + "\x00" + l.Versions[0].VersionID; first == last {
+			return fmt.Errorf("gateway: bucket %q: version %s of %q is not deleted", name, l.Versions[0].VersionID, l.Versions[0].Key)
+		} else {
+			last = first
+		}
+		for _, v := range l.Versions {
+			if _, err := g.DeleteVersion(ctx, name, v.Key, v.VersionID); err != nil && !errors.Is(err, ErrNoVersion) {
 				return err
 			}
 		}
