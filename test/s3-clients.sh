@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real S3 clients against `quilt up` (10 nodes and the gateway, on
-# 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api), boto3, rclone
+# 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api, versioning), boto3, rclone
 # (copy, check and sync of a tree of 1,000 files) and s3cmd, then headless
 # Chromium (test/s3-browser: presigned POST uploads, CORS). Installs what it
 # needs: pinned awscli, boto3 and s3cmd in a venv under ~/.cache, rclone with
@@ -94,6 +94,24 @@ test -z "$out"
 "$aws" s3api put-object-tagging --bucket cli --key data/small --tagging 'TagSet=[{Key=team,Value=blue}]' >/dev/null
 out=$("$aws" s3api get-object-tagging --bucket cli --key data/small --query 'TagSet[0].Value' --output text)
 test "$out" = blue
+# Versioning: two versions, the older read by its ID, a delete marker,
+# the newer version deleted for good.
+"$aws" s3 mb s3://ver
+"$aws" s3api put-bucket-versioning --bucket ver --versioning-configuration Status=Enabled
+out=$("$aws" s3api get-bucket-versioning --bucket ver --query Status --output text)
+test "$out" = Enabled
+echo one >"$work/v1"
+echo two >"$work/v2"
+v1=$("$aws" s3api put-object --bucket ver --key k --body "$work/v1" --query VersionId --output text)
+v2=$("$aws" s3api put-object --bucket ver --key k --body "$work/v2" --query VersionId --output text)
+"$aws" s3api get-object --bucket ver --key k --version-id "$v1" "$work/v1.back" >/dev/null
+cmp "$work/v1" "$work/v1.back"
+"$aws" s3 rm s3://ver/k --only-show-errors
+out=$("$aws" s3api list-object-versions --bucket ver --query '[length(Versions), length(DeleteMarkers), DeleteMarkers[0].IsLatest]' --output text)
+test "$out" = $'2\t1\tTrue'
+"$aws" s3api delete-object --bucket ver --key k --version-id "$v2" >/dev/null
+out=$("$aws" s3api list-object-versions --bucket ver --query 'Versions[].VersionId' --output text)
+test "$out" = "$v1"
 "$aws" s3 rm s3://cli/data/big --only-show-errors
 if "$aws" s3api head-object --bucket cli --key data/big >/dev/null 2>&1; then echo "data/big still there after s3 rm"; exit 1; fi
 if "$aws" s3 rb s3://cli 2>/dev/null; then echo "removed a non-empty bucket"; exit 1; fi
