@@ -64,6 +64,44 @@ func TestTreeGateway(t *testing.T) {
 	})
 }
 
+// TestTreeGatewayVersioned runs the suite on versioned buckets: the
+// versions every write and delete keeps are never files of the tree.
+func TestTreeGatewayVersioned(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 5})
+	gw := openTreeGateway(t, g, 100)
+	n := 0
+	treetest.Run(t, func(t *testing.T) treetest.Env {
+		n++
+		name := fmt.Sprintf("vtree-%d", n)
+		ctx := context.Background()
+		if err := gw.CreateBucket(ctx, name, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := gw.SetVersioning(ctx, name, gateway.VersioningEnabled); err != nil {
+			t.Fatal(err)
+		}
+		s := gw.TreeStore(name)
+		return treetest.Env{FS: tree.New(s), Store: s}
+	})
+	// The suite's renames and removes kept versions: noncurrent ones and
+	// delete markers.
+	kept := 0
+	for i := 1; i <= n; i++ {
+		l, err := gw.ListVersions(context.Background(), fmt.Sprintf("vtree-%d", i), "", "", "", "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range l.Versions {
+			if !v.IsLatest || v.DeleteMarker {
+				kept++
+			}
+		}
+	}
+	if kept == 0 {
+		t.Fatal("no version kept by the tree's writes on versioned buckets")
+	}
+}
+
 // TestTreeS3: keys written through S3 appear in the tree with their
 // implied directories, and files written through the tree read back
 // through S3 with their mode and mtime as x-amz-meta-*.
