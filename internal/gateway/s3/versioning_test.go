@@ -392,3 +392,68 @@ func TestVersionsPaging(t *testing.T) {
 		t.Fatalf("key %q", k)
 	}
 }
+
+// TestVersioningOtherWrites: a completed multipart upload is a version
+// too; GetObjectAttributes and HEAD take versionId; HEAD of a key behind
+// a delete marker says so; a versioned bucket's keys leave room for
+// their versions' names; GetBucketVersioning of a missing bucket.
+func TestVersioningOtherWrites(t *testing.T) {
+	e := newEnv(t, 4)
+	ctx := context.Background()
+	c := e.client(e.admin)
+	const bk = "vermp"
+	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bk)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{Bucket: aws.String(bk), VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(bk), Key: aws.String("m"), Body: strings.NewReader("first")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String(bk), Key: aws.String("m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.UploadPart(ctx, &awss3.UploadPartInput{Bucket: aws.String(bk), Key: aws.String("m"), UploadId: up.UploadId, PartNumber: aws.Int32(1), Body: strings.NewReader("second")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: aws.String(bk), Key: aws.String("m"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: p.ETag, PartNumber: aws.Int32(1)}}}})
+	if err != nil || aws.ToString(done.VersionId) == "" || aws.ToString(done.VersionId) == aws.ToString(first.VersionId) {
+		t.Fatalf("completion: %+v %v", done, err)
+	}
+	if b := body(t, c, bk, "m", aws.ToString(first.VersionId)); b != "first" {
+		t.Fatalf("version before the completion: %q", b)
+	}
+	attrs, err := c.GetObjectAttributes(ctx, &awss3.GetObjectAttributesInput{Bucket: aws.String(bk), Key: aws.String("m"), VersionId: first.VersionId,
+		ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesObjectSize}})
+	if err != nil || aws.ToInt64(attrs.ObjectSize) != 5 || aws.ToString(attrs.VersionId) != aws.ToString(first.VersionId) {
+		t.Fatalf("attributes of the first version: %+v %v", attrs, err)
+	}
+	if _, err := c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(bk), Key: aws.String("m")}); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := e.do(t, e.admin, "HEAD", "/"+bk+"/m", nil)
+	if resp.StatusCode != 404 || resp.Header.Get("x-amz-delete-marker") != "true" {
+		t.Fatalf("HEAD behind a delete marker: %d %v", resp.StatusCode, resp.Header)
+	}
+	if h, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(bk), Key: aws.String("m"), VersionId: done.VersionId}); err != nil || aws.ToInt64(h.ContentLength) != 6 {
+		t.Fatalf("HEAD of the completed version: %+v %v", h, err)
+	}
+	// Keys: 994 bytes fit, 995 do not (the versions' names hold the key).
+	if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(bk), Key: aws.String(strings.Repeat("k", 994)), Body: strings.NewReader("x")}); err != nil {
+		t.Fatalf("key of 994 bytes: %v", err)
+	}
+	if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(bk), Key: aws.String(strings.Repeat("k", 995)), Body: strings.NewReader("x")}); code(err) != "KeyTooLongError" {
+		t.Fatalf("key of 995 bytes: %v", err)
+	}
+	if _, err := c.GetBucketVersioning(ctx, &awss3.GetBucketVersioningInput{Bucket: aws.String("nope")}); code(err) != "NoSuchBucket" {
+		t.Fatalf("missing bucket: %v", err)
+	}
+	if _, err := c.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{Bucket: aws.String("nope"), VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); code(err) != "NoSuchBucket" {
+		t.Fatalf("missing bucket: %v", err)
+	}
+}
