@@ -422,6 +422,15 @@ func (g *Gateway) DeleteVersion(ctx context.Context, bucketName, key, vid string
 	if err != nil {
 		return DeleteResult{}, err
 	}
+	if !(found && VersionOf(cur) == vid) && !hasVersion(hs, vid) && g.sync(ctx, b) == nil {
+		// A version another gateway wrote may not be here yet.
+		if cur, _, found, err = g.current(b, p); err != nil {
+			return DeleteResult{}, err
+		}
+		if hs, err = g.hiddenVersions(b, key); err != nil {
+			return DeleteResult{}, err
+		}
+	}
 	var cs []change
 	var gone ObjectInfo
 	latest := false
@@ -463,6 +472,15 @@ func (g *Gateway) DeleteVersion(ctx context.Context, bucketName, key, vid string
 	return DeleteResult{VersionID: vid, DeleteMarker: gone.DeleteMarker}, nil
 }
 
+func hasVersion(hs []hidden, vid string) bool {
+	for _, h := range hs {
+		if VersionOf(h.info) == vid {
+			return true
+		}
+	}
+	return false
+}
+
 // LookupVersion returns version vid of key ("" or the current version's
 // ID: the current object, as Lookup) and its inline bytes. A delete
 // marker is a *DeleteMarkerError; a version that does not exist
@@ -501,15 +519,24 @@ func (g *Gateway) LookupVersion(ctx context.Context, bucketName, key, vid string
 		}
 		return ObjectInfo{}, nil, err
 	}
-	for _, h := range hs {
-		if VersionOf(h.info) == vid {
-			if h.info.DeleteMarker {
-				return ObjectInfo{}, nil, &DeleteMarkerError{VersionID: vid, Modified: h.info.Modified}
+	for attempt := 0; ; attempt++ {
+		for _, h := range hs {
+			if VersionOf(h.info) == vid {
+				if h.info.DeleteMarker {
+					return ObjectInfo{}, nil, &DeleteMarkerError{VersionID: vid, Modified: h.info.Modified}
+				}
+				return h.info, h.inline, nil
 			}
-			return h.info, h.inline, nil
+		}
+		if attempt > 0 || g.sync(ctx, b) != nil {
+			return ObjectInfo{}, nil, fmt.Errorf("%w: %s of %q", ErrNoVersion, vid, key)
+		}
+		// A version another gateway wrote may not be here yet: pull the
+		// bucket and look once more.
+		if hs, herr = g.hiddenVersions(b, key); herr != nil {
+			return ObjectInfo{}, nil, herr
 		}
 	}
-	return ObjectInfo{}, nil, fmt.Errorf("%w: %s of %q", ErrNoVersion, vid, key)
 }
 
 // SetVersionTags is SetTags of one version of key ("": the current one).

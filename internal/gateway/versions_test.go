@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -137,5 +139,64 @@ func TestVersionLeases(t *testing.T) {
 	}
 	if _, err := gw.DeleteVersion(ctx, "vgc", "a", a1.VersionID); !errors.Is(err, gateway.ErrNoVersion) {
 		t.Fatalf("deleted version deleted again: %v", err)
+	}
+}
+
+// TestVersionsAtAnotherGateway: a second gateway sharing the registry
+// reads versions the first wrote by their IDs (pulling the bucket on a
+// miss), lists them, and once its registry has the bucket's versioning
+// its own writes keep versions too.
+func TestVersionsAtAnotherGateway(t *testing.T) {
+	ctx := context.Background()
+	g := testgrid.New(t, testgrid.Options{Nodes: 3})
+	open := func(dir string) *gateway.Gateway {
+		gw, err := gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: g.NodeClient(), Objects: g.Objects(object.Options{}),
+			NoSync: true, SyncEvery: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { gw.Close() })
+		return gw
+	}
+	dir1, dir2 := t.TempDir(), t.TempDir()
+	gw1 := open(dir1)
+	if err := gw1.CreateBucket(ctx, "vshared", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw1.SetVersioning(ctx, "vshared", gateway.VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := os.ReadFile(filepath.Join(dir1, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir2, "registry"), reg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gw2 := open(dir2)
+	if err := gw2.SyncRegistry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put := func(gw *gateway.Gateway, body string) gateway.ObjectInfo {
+		t.Helper()
+		info, err := gw.Put(ctx, "vshared", "k", bytes.NewReader([]byte(body)), int64(len(body)), gateway.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	v1 := put(gw1, "one")
+	put(gw1, "two")
+	info, inline, err := gw2.LookupVersion(ctx, "vshared", "k", v1.VersionID)
+	if err != nil || string(inline) != "one" || info.VersionID != v1.VersionID {
+		t.Fatalf("other gateway, old version: %q %+v %v", inline, info, err)
+	}
+	v3 := put(gw2, "three")
+	if v3.VersionID == "" {
+		t.Fatal("other gateway's write to a versioned bucket is the null version")
+	}
+	l, err := gw1.ListVersions(ctx, "vshared", "", "", "", "", 10)
+	if err != nil || len(l.Versions) != 3 || l.Versions[0].VersionID != v3.VersionID || !l.Versions[0].IsLatest || l.Versions[2].VersionID != v1.VersionID {
+		t.Fatalf("versions at the first gateway: %+v %v", l, err)
 	}
 }
