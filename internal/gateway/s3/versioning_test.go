@@ -450,6 +450,30 @@ func TestVersioningOtherWrites(t *testing.T) {
 	if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(bk), Key: aws.String(strings.Repeat("k", 995)), Body: strings.NewReader("x")}); code(err) != "KeyTooLongError" {
 		t.Fatalf("key of 995 bytes: %v", err)
 	}
+	// A longer key written before versioning was enabled: read, and
+	// deleted by its null version.
+	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("verlong")}); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("l", 1000)
+	if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("verlong"), Key: aws.String(long), Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{Bucket: aws.String("verlong"), VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String("verlong"), Key: aws.String(long)}); code(err) != "KeyTooLongError" {
+		t.Fatalf("delete marker for a 1000-byte key: %v", err)
+	}
+	if b := body(t, c, "verlong", long, "null"); b != "x" {
+		t.Fatalf("long key: %q", b)
+	}
+	if _, err := c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String("verlong"), Key: aws.String(long), VersionId: aws.String("null")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("verlong"), Key: aws.String(long)}); code(err) != "NotFound" && code(err) != "NoSuchKey" {
+		t.Fatalf("long key after its deletion: %v", err)
+	}
 	if _, err := c.GetBucketVersioning(ctx, &awss3.GetBucketVersioningInput{Bucket: aws.String("nope")}); code(err) != "NoSuchBucket" {
 		t.Fatalf("missing bucket: %v", err)
 	}
