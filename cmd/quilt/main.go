@@ -43,6 +43,7 @@ var commands = map[string]command{
 	"up":      {"run a whole grid on this machine", runUp},
 	"put":     {"store a file; prints its read capability", runPut},
 	"get":     {"read a file back by its capability", runGet},
+	"cp":      {"copy files to and from buckets and your drive: parallel, resumable, checksummed", runCp},
 	"rm":      {"cancel this client's lease on an object's shares (they go when no lease is left)", runRm},
 	"renew":   {"renew this client's lease on objects' shares (run from cron)", runRenew},
 	"check":   {"check an object's shares; --repair rebuilds missing ones", runCheck},

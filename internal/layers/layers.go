@@ -135,6 +135,9 @@ var packages = map[string]Layer{
 	// webdav serves each user's bucket tree over WebDAV, with the SFTP
 	// server's users file.
 	"internal/webdav": FrontEnds,
+	// bulk is quilt cp: a client of the gateway's S3 API (through
+	// aws-sdk-go-v2) that copies files in parallel and resumably.
+	"internal/bulk": FrontEnds,
 
 	"internal/lab":           Lab,
 	"internal/lab/report":    Lab,

@@ -1,0 +1,308 @@
+package bulk_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/quilt-grid/quilt/internal/bulk"
+)
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
+
+func writeFile(t *testing.T, p string, b []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readTree maps each regular file under dir to its bytes.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	m := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, err := os.ReadFile(p)
+		m[filepath.ToSlash(rel)] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A tree of files (nested, empty, small, one of several parts) goes up
+// with -r and comes down with -r byte for byte; the multipart object
+// carries the whole file's SHA-256 and a COMPOSITE SHA-256 checksum the
+// gateway checked; copying again moves nothing.
+func TestRecursiveRoundTrip(t *testing.T) {
+	f := newFixture(t)
+	src := filepath.Join(t.TempDir(), "album")
+	big := randomBytes(12<<20 + 12345)
+	files := map[string][]byte{
+		"a.txt":              []byte("hello"),
+		"empty":              nil,
+		"sub/b.bin":          randomBytes(70000),
+		"sub/deeper/c d.jpg": randomBytes(4096),
+		"sub/deeper/big.bin": big,
+		"other/ünïcode name": []byte("names in UTF-8"),
+	}
+	for name, b := range files {
+		writeFile(t, filepath.Join(src, filepath.FromSlash(name)), b)
+	}
+	c := f.copier(t, bulk.Config{PartSize: bulk.MinPartSize})
+	st, err := f.cp(t, c, src, "s3://data/backup/", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Files != len(files) || st.Skipped != 0 || st.Failed != 0 {
+		t.Fatalf("upload stats %+v", st)
+	}
+	if got := f.count("UploadPart"); got != 3 {
+		t.Errorf("%d UploadPart requests for a 12 MiB file in 5 MiB parts, want 3", got)
+	}
+	if got := f.count("PutObject"); got != len(files)-1 {
+		t.Errorf("%d PutObject requests, want %d", got, len(files)-1)
+	}
+	ctx := context.Background()
+	h, err := f.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String("backup/sub/deeper/big.bin"), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(big)
+	if h.Metadata["sha256"] != hex.EncodeToString(sum[:]) {
+		t.Errorf("sha256 metadata %q, want %x", h.Metadata["sha256"], sum)
+	}
+	if cs := aws.ToString(h.ChecksumSHA256); !strings.HasSuffix(cs, "-3") || h.ChecksumType != types.ChecksumTypeComposite {
+		t.Errorf("checksum %q type %q, want a COMPOSITE SHA-256 of 3 parts", cs, h.ChecksumType)
+	}
+	if h.Metadata["mtime"] == "" || h.Metadata["mode"] != "33188" {
+		t.Errorf("tree metadata %v", h.Metadata)
+	}
+
+	dst := filepath.Join(t.TempDir(), "restored")
+	st, err = f.cp(t, c, "s3://data/backup", dst, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Files != len(files) {
+		t.Fatalf("download stats %+v", st)
+	}
+	got := readTree(t, dst)
+	if len(got) != len(files) {
+		t.Fatalf("downloaded %d files, want %d: %v", len(got), len(files), got)
+	}
+	for name, b := range files {
+		if !bytes.Equal(got[name], b) {
+			t.Errorf("%s differs after the round trip (%d bytes, want %d)", name, len(got[name]), len(b))
+		}
+	}
+	sst, _ := os.Stat(filepath.Join(src, "sub/b.bin"))
+	dstat, _ := os.Stat(filepath.Join(dst, "sub/b.bin"))
+	if !sst.ModTime().Equal(dstat.ModTime()) {
+		t.Errorf("mtime %v, want the source's %v", dstat.ModTime(), sst.ModTime())
+	}
+
+	// Again, both ways: everything is already there.
+	f.reset()
+	if st, err := f.cp(t, c, src, "s3://data/backup/", true); err != nil || st.Skipped != len(files) || st.Files != 0 {
+		t.Fatalf("second upload: %+v %v", st, err)
+	}
+	if st, err := f.cp(t, c, "s3://data/backup/", dst, true); err != nil || st.Skipped != len(files) || st.Files != 0 {
+		t.Fatalf("second download: %+v %v", st, err)
+	}
+	if n := f.count("PutObject") + f.count("UploadPart") + f.count("GetObject"); n != 0 {
+		t.Errorf("%d object transfers for copies with nothing to do", n)
+	}
+
+	// One changed file is sent again, alone.
+	files["a.txt"] = []byte("hello again")
+	writeFile(t, filepath.Join(src, "a.txt"), files["a.txt"])
+	if st, err := f.cp(t, c, src, "s3://data/backup/", true); err != nil || st.Files != 1 || st.Skipped != len(files)-1 {
+		t.Fatalf("upload of one changed file: %+v %v", st, err)
+	}
+}
+
+// A single file copied to a "directory" keeps its name, both ways; a
+// drive: path names the drive's bucket.
+func TestSingleFileNames(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "notes.txt")
+	writeFile(t, p, []byte("some notes"))
+	c := f.copier(t, bulk.Config{})
+	if _, err := f.cp(t, c, p, "s3://data/docs/", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cp(t, c, p, "drive:/elsewhere/renamed.txt", false); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if _, err := f.cp(t, c, "s3://data/docs/notes.txt", out, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cp(t, c, "drive:elsewhere/renamed.txt", filepath.Join(out, "x", "y.txt"), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{filepath.Join(out, "notes.txt"), filepath.Join(out, "x", "y.txt")} {
+		if b, err := os.ReadFile(q); err != nil || string(b) != "some notes" {
+			t.Errorf("%s: %q %v", q, b, err)
+		}
+	}
+}
+
+// Objects whose recorded SHA-256 is not their bytes' (written through
+// S3 directly) fail to download with ErrChecksum and leave nothing at
+// the destination, one range or many.
+func TestCorruptDownloadDetected(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	wrong := sha256.Sum256([]byte("something else"))
+	for _, size := range []int{1000, 11 << 20} {
+		key := "bad-" + string(rune('a'+size%26))
+		if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("data"), Key: aws.String(key),
+			Body: bytes.NewReader(randomBytes(size)), Metadata: map[string]string{"sha256": hex.EncodeToString(wrong[:])}}); err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(t.TempDir(), "out.bin")
+		c := f.copier(t, bulk.Config{PartSize: bulk.MinPartSize})
+		_, err := f.cp(t, c, "s3://data/"+key, dst, false)
+		if !errors.Is(err, bulk.ErrChecksum) {
+			t.Fatalf("size %d: download of a corrupt object: %v, want ErrChecksum", size, err)
+		}
+		entries, _ := os.ReadDir(filepath.Dir(dst))
+		if len(entries) != 0 {
+			t.Errorf("size %d: left %v behind", size, entries)
+		}
+	}
+	// An object with no SHA-256 and a single-part ETag is checked by MD5;
+	// one of parts with no metadata by size and ETag alone (and works).
+	if _, err := f.s3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("data"), Key: aws.String("plain"), Body: bytes.NewReader([]byte("plain bytes"))}); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "plain")
+	if _, err := f.cp(t, f.copier(t, bulk.Config{}), "s3://data/plain", dst, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "plain bytes" {
+		t.Fatalf("plain: %q", b)
+	}
+}
+
+// Sources that are not there, buckets that are not there, keys that are
+// not valid, directories without -r: each a clear error, nothing made.
+func TestCopyErrors(t *testing.T) {
+	f := newFixture(t)
+	c := f.copier(t, bulk.Config{})
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "sub", "f"), []byte("x"))
+	cases := []struct {
+		name, src, dst string
+		recursive      bool
+		want           error
+		msg            string
+	}{
+		{"missing local file", filepath.Join(dir, "nope"), "s3://data/x", false, fs.ErrNotExist, "nope"},
+		{"missing bucket up", filepath.Join(dir, "sub", "f"), "s3://nobucket/x", false, bulk.ErrNoBucket, "nobucket"},
+		{"missing bucket down", "s3://nobucket/x", dir, false, bulk.ErrNoBucket, "nobucket"},
+		{"missing object", "s3://data/missing", dir, false, bulk.ErrNotFound, "s3://data/missing"},
+		{"empty prefix", "s3://data/none/", dir, true, bulk.ErrNotFound, "none/"},
+		{"directory without -r", filepath.Join(dir, "sub"), "s3://data/", false, nil, "-r"},
+		{"prefix without -r", "s3://data/sub/", dir, false, bulk.ErrSyntax, "-r"},
+		{"two local", dir, dir, false, bulk.ErrSyntax, "remote"},
+		{"two remote", "s3://data/a", "s3://data/b", false, bulk.ErrSyntax, "CopyObject"},
+	}
+	for _, tc := range cases {
+		_, err := f.cp(t, c, tc.src, tc.dst, tc.recursive)
+		if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: %v, want %v mentioning %q", tc.name, err, tc.want, tc.msg)
+		}
+	}
+	bad, err := bulk.New(mustClient(t, bulk.Endpoint{URL: f.url, KeyID: f.key, Secret: "wrong"}), bulk.Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cp(t, bad, filepath.Join(dir, "sub", "f"), "s3://data/x", false); !errors.Is(err, bulk.ErrAccess) {
+		t.Errorf("wrong secret: %v, want ErrAccess", err)
+	}
+	if _, err := bulk.NewClient(bulk.Endpoint{URL: f.url}); !errors.Is(err, bulk.ErrNoCredentials) {
+		t.Errorf("no keys: %v", err)
+	}
+	if _, err := bulk.New(f.client(t), bulk.Config{PartSize: 1 << 20}); err == nil {
+		t.Error("a 1 MiB part size was accepted")
+	}
+	if n := f.count("PutObject") + f.count("UploadPart"); n != 0 {
+		t.Errorf("%d writes for copies that all failed", n)
+	}
+}
+
+func mustClient(t *testing.T, e bulk.Endpoint) *s3.Client {
+	c, err := bulk.NewClient(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Every byte of an upload and of a download passes the limiter once:
+// what it counts is the file's size (not a timing).
+func TestBandwidthLimitCountsEveryByte(t *testing.T) {
+	f := newFixture(t)
+	lim := bulk.NewLimiter(1<<30, nil)
+	c := f.copier(t, bulk.Config{PartSize: bulk.MinPartSize, Limiter: lim})
+	data := randomBytes(11<<20 + 7)
+	p := filepath.Join(t.TempDir(), "f.bin")
+	writeFile(t, p, data)
+	if _, err := f.cp(t, c, p, "s3://data/f.bin", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := lim.Consumed(); got != int64(len(data)) {
+		t.Fatalf("upload: the limiter passed %d bytes, want %d", got, len(data))
+	}
+	out := filepath.Join(t.TempDir(), "f.bin")
+	if _, err := f.cp(t, c, "s3://data/f.bin", out, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := lim.Consumed(); got != 2*int64(len(data)) {
+		t.Fatalf("download: the limiter passed %d bytes in all, want %d", got, 2*len(data))
+	}
+}
+
+// A dry run plans, says, and moves nothing.
+func TestDryRun(t *testing.T) {
+	f := newFixture(t)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a"), []byte("a"))
+	writeFile(t, filepath.Join(dir, "b"), []byte("b"))
+	st, err := f.cp(t, f.copier(t, bulk.Config{DryRun: true}), dir, "s3://data/", true)
+	if err != nil || st.DryRun != 2 || st.Files != 0 {
+		t.Fatalf("dry run: %+v %v", st, err)
+	}
+	if n := f.count("PutObject"); n != 0 {
+		t.Fatalf("a dry run sent %d objects", n)
+	}
+}
