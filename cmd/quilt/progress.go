@@ -23,8 +23,8 @@ type progress struct {
 	// not count towards the rate.
 	already atomic.Int64
 	start   time.Time
-	stop  chan struct{}
-	ended chan struct{}
+	stop    chan struct{}
+	ended   chan struct{}
 }
 
 func startProgress(label string, total int64) *progress {
