@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -304,5 +305,71 @@ func TestDryRun(t *testing.T) {
 	}
 	if n := f.count("PutObject"); n != 0 {
 		t.Fatalf("a dry run sent %d objects", n)
+	}
+}
+
+// An upload interrupted (its context cancelled once a part is in the
+// checkpoint) and then run again after the source changed starts over:
+// the old upload is aborted, the new file sent whole, no checkpoint is
+// left, and no upload stays open at the gateway.
+func TestResumeAfterSourceChangedStartsOver(t *testing.T) {
+	f := newFixture(t)
+	state := t.TempDir()
+	p := filepath.Join(t.TempDir(), "f.bin")
+	writeFile(t, p, randomBytes(3*bulk.MinPartSize))
+	// Slow enough (4 MiB/s) that the copy is still going when the
+	// checkpoint first shows a part.
+	c := f.copier(t, bulk.Config{PartSize: bulk.MinPartSize, Parallel: 1, StateDir: state, Limiter: bulk.NewLimiter(4<<20, nil)})
+	src, _ := bulk.Parse(p, "")
+	dst, _ := bulk.Parse("s3://data/f.bin", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ts, err := c.Plan(ctx, src, dst, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ctx.Err() == nil {
+			ms, _ := filepath.Glob(filepath.Join(state, "*.json"))
+			if len(ms) == 1 {
+				if b, err := os.ReadFile(ms[0]); err == nil && strings.Contains(string(b), `"n": 1`) {
+					cancel()
+					return
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	if _, err := c.Run(ctx, ts); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	if ms, _ := filepath.Glob(filepath.Join(state, "*.json")); len(ms) != 1 {
+		t.Fatalf("checkpoints after the interruption: %v", ms)
+	}
+	changed := randomBytes(3 * bulk.MinPartSize)
+	writeFile(t, p, changed)
+	os.Chtimes(p, time.Now().Add(time.Hour), time.Now().Add(time.Hour))
+	f.reset()
+	c = f.copier(t, bulk.Config{PartSize: bulk.MinPartSize, StateDir: state})
+	st, err := f.cp(t, c, p, "s3://data/f.bin", false)
+	if err != nil || st.Resumed != 0 || st.Files != 1 {
+		t.Fatalf("run after the change: %+v %v", st, err)
+	}
+	if n, m := f.count("CreateMultipartUpload"), f.count("UploadPart"); n != 1 || m != 3 {
+		t.Errorf("%d uploads started and %d parts sent after the change, want 1 and 3", n, m)
+	}
+	if ms, _ := filepath.Glob(filepath.Join(state, "*")); len(ms) != 0 {
+		t.Errorf("checkpoints left: %v", ms)
+	}
+	ups, err := f.s3.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: aws.String("data")})
+	if err != nil || len(ups.Uploads) != 0 {
+		t.Errorf("uploads still open: %v %v", ups, err)
+	}
+	out := filepath.Join(t.TempDir(), "f.bin")
+	if _, err := f.cp(t, c, "s3://data/f.bin", out, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(out); !bytes.Equal(b, changed) {
+		t.Fatal("the object is not the changed file")
 	}
 }

@@ -215,8 +215,27 @@ func (c *Copier) fetchRanges(ctx context.Context, t Transfer, f *os.File, ck *do
 	return ferr
 }
 
-// fetchRange writes range i of the object at its offset in f.
+// rangeAttempts is how many times a range is asked for before its
+// download fails: a body cut off mid-way is not retried by the SDK.
+const rangeAttempts = 3
+
+// fetchRange writes range i of the object at its offset in f, asking
+// again when the answer breaks off.
 func (c *Copier) fetchRange(ctx context.Context, t Transfer, f *os.File, ck *downloadCheckpoint, i int) error {
+	var err error
+	for range rangeAttempts {
+		var got int64
+		got, err = c.fetchRangeOnce(ctx, t, f, ck, i)
+		if err == nil || errors.Is(err, ErrChanged) || ctx.Err() != nil {
+			return err
+		}
+		c.cfg.Progress(-got) // sent again
+		c.cfg.Verbose("%s: range %d: %v; asking again", t.Local, i, err)
+	}
+	return err
+}
+
+func (c *Copier) fetchRangeOnce(ctx context.Context, t Transfer, f *os.File, ck *downloadCheckpoint, i int) (int64, error) {
 	off := int64(i) * ck.PartSize
 	n := min(ck.PartSize, ck.Size-off)
 	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: &t.Bucket, Key: &t.Key, IfMatch: aws.String(ck.ETag),
@@ -224,21 +243,21 @@ func (c *Copier) fetchRange(ctx context.Context, t Transfer, f *os.File, ck *dow
 	if err != nil {
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "PreconditionFailed" {
-			return fmt.Errorf("%w: s3://%s/%s is no longer ETag %s (copy it again)", ErrChanged, t.Bucket, t.Key, ck.ETag)
+			return 0, fmt.Errorf("%w: s3://%s/%s is no longer ETag %s (copy it again)", ErrChanged, t.Bucket, t.Key, ck.ETag)
 		}
-		return c.remoteErr(err, t.Bucket, t.Key)
+		return 0, c.remoteErr(err, t.Bucket, t.Key)
 	}
 	defer out.Body.Close()
 	r := io.Reader(c.cfg.Limiter.Reader(ctx, out.Body))
 	got, err := io.Copy(io.NewOffsetWriter(f, off), progressReader{r, c.cfg.Progress})
 	if err != nil {
-		return fmt.Errorf("bulk: s3://%s/%s bytes %d-%d: %w", t.Bucket, t.Key, off, off+n-1, err)
+		return got, fmt.Errorf("bulk: s3://%s/%s bytes %d-%d: %w", t.Bucket, t.Key, off, off+n-1, err)
 	}
 	if got != n {
-		return fmt.Errorf("bulk: s3://%s/%s bytes %d-%d: got %d bytes, want %d", t.Bucket, t.Key, off, off+n-1, got, n)
+		return got, fmt.Errorf("bulk: s3://%s/%s bytes %d-%d: got %d bytes, want %d", t.Bucket, t.Key, off, off+n-1, got, n)
 	}
 	c.count(func(s *Stats) { s.Parts++; s.Bytes += n })
-	return nil
+	return got, nil
 }
 
 // progressReader tells progress of every byte read.
