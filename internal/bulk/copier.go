@@ -327,6 +327,9 @@ func (c *Copier) Run(ctx context.Context, ts []Transfer) (Stats, error) {
 				} else {
 					err = c.download(ctx, t)
 				}
+				if err != nil && ctx.Err() != nil {
+					return // interrupted, not failed: said once below
+				}
 				if err != nil {
 					c.mu.Lock()
 					c.stats.Failed++
