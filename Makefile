@@ -17,7 +17,8 @@ FUZZ     = internal/sharefile:FuzzParseHeader internal/sharefile:FuzzParseTraile
 	internal/object:FuzzGetRange \
 	internal/gateway/s3/sigv4:FuzzVerify internal/gateway/s3/sigv4:FuzzParseAuth \
 	internal/gateway/s3/sigv4:FuzzChunked internal/gateway/s3:FuzzParseRange \
-	internal/gateway/s3:FuzzXMLBodies internal/lab/scenario:FuzzParse
+	internal/gateway/s3:FuzzXMLBodies internal/lab/scenario:FuzzParse \
+	internal/bulk:FuzzParse internal/bulk:FuzzCheckpoint
 FUZZTIME ?= 5000x
 
 .PHONY: all build run test bench bench-ns bench-tahoe lab vet clean
