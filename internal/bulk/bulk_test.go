@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/quilt-grid/quilt/internal/bulk"
+	"github.com/quilt-grid/quilt/internal/tree"
 )
 
 func randomBytes(n int) []byte {
@@ -371,5 +373,57 @@ func TestResumeAfterSourceChangedStartsOver(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(out); !bytes.Equal(b, changed) {
 		t.Fatal("the object is not the changed file")
+	}
+}
+
+// One tree, several doors: what quilt cp uploads is a file of the
+// bucket's tree (WebDAV, SFTP and the mounts see it) with the source's
+// size, permissions, time and bytes; what the tree writes downloads with
+// quilt cp, checked against its ETag's MD5, with its time.
+func TestSameFileThroughTheTree(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tr := tree.New(f.gw.TreeStore("data"))
+	dir := t.TempDir()
+	files := map[string][]byte{"docs/small.txt": []byte("through every door"), "docs/big.bin": randomBytes(11 << 20)}
+	for name, b := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		writeFile(t, p, b)
+		os.Chmod(p, 0o640)
+		os.Chtimes(p, time.Unix(1700000000, 123456789), time.Unix(1700000000, 123456789))
+	}
+	c := f.copier(t, bulk.Config{PartSize: bulk.MinPartSize})
+	if _, err := f.cp(t, c, filepath.Join(dir, "docs"), "drive:docs/", true); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range files {
+		info, err := tr.Stat(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size != int64(len(b)) || info.Mode.Perm() != 0o640 || !info.ModTime.Equal(time.Unix(1700000000, 123456789)) {
+			t.Errorf("%s in the tree: size %d mode %v time %v", name, info.Size, info.Mode, info.ModTime)
+		}
+		rc, _, err := tr.Open(ctx, name, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(rc)
+		rc.Close()
+		if !bytes.Equal(got, b) {
+			t.Errorf("%s reads back differently through the tree", name)
+		}
+	}
+	mt := time.Unix(1600000000, 0)
+	if _, err := tr.Create(ctx, "from-webdav.txt", strings.NewReader("written by the tree"), tree.CreateOptions{ModTime: mt}); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "w.txt")
+	if _, err := f.cp(t, c, "drive:from-webdav.txt", out, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(out)
+	if b, _ := os.ReadFile(out); err != nil || string(b) != "written by the tree" || !st.ModTime().Equal(mt) {
+		t.Fatalf("a tree file through quilt cp: %q %v %v", b, st.ModTime(), err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 // fixture is a gateway on a five-node in-process grid, serving S3 on
 // 127.0.0.1 through a handler that counts the requests it passes.
 type fixture struct {
+	gw               *gateway.Gateway
 	url, key, secret string
 	s3               *s3.Client // the SDK, for setting things up behind the copier's back
 	mu               sync.Mutex
@@ -43,7 +44,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{key: key.ID, secret: key.Secret, ops: map[string]int{}}
+	f := &fixture{gw: gw, key: key.ID, secret: key.Secret, ops: map[string]int{}}
 	h := s3api.New(gw, s3api.Options{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := opOf(r)
