@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"io"
 	"io/fs"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -425,5 +427,40 @@ func TestSameFileThroughTheTree(t *testing.T) {
 	st, err := os.Stat(out)
 	if b, _ := os.ReadFile(out); err != nil || string(b) != "written by the tree" || !st.ModTime().Equal(mt) {
 		t.Fatalf("a tree file through quilt cp: %q %v %v", b, st.ModTime(), err)
+	}
+}
+
+// Over HTTPS, the endpoint's CA given as a PEM bundle (as s3.env's
+// AWS_CA_BUNDLE names the gateway's own CA) is trusted, and without it
+// the copy fails on the certificate, sending nothing.
+func TestHTTPSWithCABundle(t *testing.T) {
+	f := newFixture(t)
+	srv := httptest.NewTLSServer(f.handler)
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "f.txt")
+	writeFile(t, p, []byte("over TLS"))
+	for _, trust := range []bool{false, true} {
+		e := bulk.Endpoint{URL: srv.URL, KeyID: f.key, Secret: f.secret}
+		if trust {
+			e.CABundle = ca
+		}
+		c, err := bulk.New(mustClient(t, e), bulk.Config{StateDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.cp(t, c, p, "s3://data/tls.txt", false)
+		if trust && err != nil {
+			t.Fatalf("with the CA: %v", err)
+		}
+		if !trust && (err == nil || !strings.Contains(err.Error(), "certificate")) {
+			t.Fatalf("without the CA: %v, want a certificate error", err)
+		}
+	}
+	if _, err := bulk.NewClient(bulk.Endpoint{URL: srv.URL, KeyID: "k", Secret: "s", CABundle: p}); err == nil || !strings.Contains(err.Error(), "no PEM") {
+		t.Fatalf("a CA bundle without certificates: %v", err)
 	}
 }

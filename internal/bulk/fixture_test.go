@@ -23,6 +23,7 @@ import (
 // 127.0.0.1 through a handler that counts the requests it passes.
 type fixture struct {
 	gw               *gateway.Gateway
+	handler          http.Handler // the counting S3 handler
 	url, key, secret string
 	s3               *s3.Client // the SDK, for setting things up behind the copier's back
 	mu               sync.Mutex
@@ -46,7 +47,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f := &fixture{gw: gw, key: key.ID, secret: key.Secret, ops: map[string]int{}}
 	h := s3api.New(gw, s3api.Options{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := opOf(r)
 		f.mu.Lock()
 		f.ops[op]++
@@ -55,7 +56,8 @@ func newFixture(t *testing.T) *fixture {
 		}
 		f.mu.Unlock()
 		h.ServeHTTP(w, r)
-	}))
+	})
+	srv := httptest.NewServer(f.handler)
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
 	f.s3 = f.client(t)

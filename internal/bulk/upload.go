@@ -82,6 +82,9 @@ func (c *Copier) upload(ctx context.Context, t Transfer) error {
 		}
 	}
 
+	if size > partSize {
+		c.cfg.Verbose("%s: computing its SHA-256 (%d bytes)", t.Local, size)
+	}
 	sum, err := hashFile(ctx, src, false)
 	if err != nil {
 		return err
