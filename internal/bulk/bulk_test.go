@@ -93,6 +93,11 @@ func TestRecursiveRoundTrip(t *testing.T) {
 	if got := f.count("PutObject"); got != len(files)-1 {
 		t.Errorf("%d PutObject requests, want %d", got, len(files)-1)
 	}
+	// The plan listed the destination: no file asked whether it is there
+	// (only the bucket was).
+	if got := f.count("HEAD"); got != 1 {
+		t.Errorf("%d HEAD requests for an upload into an empty prefix, want 1 (the bucket)", got)
+	}
 	ctx := context.Background()
 	h, err := f.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String("backup/sub/deeper/big.bin"), ChecksumMode: types.ChecksumModeEnabled})
 	if err != nil {

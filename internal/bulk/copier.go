@@ -132,6 +132,10 @@ type Transfer struct {
 	Bucket string
 	Key    string
 	Size   int64 // the source's size as planned
+	// absent says the plan's listing of the destination had no such key,
+	// so an upload need not ask (a HEAD of a missing key may make the
+	// gateway pull the bucket from a node before it answers 404).
+	absent bool
 }
 
 func (t Transfer) String() string {
@@ -183,6 +187,10 @@ func (c *Copier) planUpload(ctx context.Context, local string, dst Location, rec
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
+	have, err := c.listSizes(ctx, dst.Bucket, prefix)
+	if err != nil {
+		return nil, err
+	}
 	var ts []Transfer
 	err = filepath.WalkDir(local, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -207,7 +215,9 @@ func (c *Copier) planUpload(ctx context.Context, local string, dst Location, rec
 		if err != nil {
 			return err
 		}
-		ts = append(ts, Transfer{Upload: true, Local: p, Bucket: dst.Bucket, Key: prefix + filepath.ToSlash(rel), Size: info.Size()})
+		key := prefix + filepath.ToSlash(rel)
+		_, present := have[key]
+		ts = append(ts, Transfer{Upload: true, Local: p, Bucket: dst.Bucket, Key: key, Size: info.Size(), absent: !present})
 		return nil
 	})
 	if err != nil {
@@ -260,6 +270,22 @@ func (c *Copier) planDownload(ctx context.Context, src Location, local string, r
 		return nil, fmt.Errorf("%w: nothing under s3://%s/%s", ErrNotFound, src.Bucket, prefix)
 	}
 	return ts, nil
+}
+
+// listSizes lists the keys under prefix with their sizes.
+func (c *Copier) listSizes(ctx context.Context, bucket, prefix string) (map[string]int64, error) {
+	m := map[string]int64{}
+	p := s3.NewListObjectsV2Paginator(c.s3, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, c.remoteErr(err, bucket, prefix)
+		}
+		for _, o := range page.Contents {
+			m[aws.ToString(o.Key)] = aws.ToInt64(o.Size)
+		}
+	}
+	return m, nil
 }
 
 // checkBucket makes sure the bucket exists and the key may use it.

@@ -144,6 +144,9 @@ func contentType(key string) *string {
 // sameRemote says whether the destination already holds a file of this
 // size and SHA-256.
 func (c *Copier) sameRemote(ctx context.Context, t Transfer, size int64, sum string) (bool, error) {
+	if t.absent {
+		return false, nil
+	}
 	h, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &t.Bucket, Key: &t.Key})
 	if err != nil {
 		if errors.Is(c.remoteErr(err, t.Bucket, t.Key), ErrNotFound) {
