@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/bulk"
@@ -109,7 +110,13 @@ func runCp(ctx context.Context, args []string) error {
 	for _, t := range ts {
 		total += t.Size
 	}
-	bar := startProgress("cp", total)
+	var filesDone atomic.Int64
+	c.SetDone(func(bulk.Transfer, time.Duration, error) { filesDone.Add(1) })
+	var note func() string
+	if len(ts) > 1 {
+		note = func() string { return fmt.Sprintf("%d/%d files", filesDone.Load(), len(ts)) }
+	}
+	bar := startProgressNote("cp", total, note)
 	c.SetProgress(func(n int64) { bar.done.Add(n) }, func(n int64) { bar.done.Add(n); bar.already.Add(n) })
 	start := time.Now()
 	st, err := c.Run(ctx, ts)

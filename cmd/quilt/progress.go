@@ -23,12 +23,18 @@ type progress struct {
 	// not count towards the rate.
 	already atomic.Int64
 	start   time.Time
+	// note, if set, adds a word after the bytes (how many files of how
+	// many are done).
+	note func() string
 	stop    chan struct{}
 	ended   chan struct{}
 }
 
-func startProgress(label string, total int64) *progress {
-	p := &progress{label: label, total: total, start: time.Now(), stop: make(chan struct{}), ended: make(chan struct{})}
+func startProgress(label string, total int64) *progress { return startProgressNote(label, total, nil) }
+
+// startProgressNote is startProgress with a note drawn after the bytes.
+func startProgressNote(label string, total int64, note func() string) *progress {
+	p := &progress{label: label, total: total, note: note, start: time.Now(), stop: make(chan struct{}), ended: make(chan struct{})}
 	if !term.IsTerminal(int(os.Stderr.Fd())) {
 		close(p.ended)
 		return p
@@ -73,6 +79,9 @@ func (p *progress) draw(final bool) {
 			}
 		}
 		line = fmt.Sprintf("%s [%s] %s / %s", p.label, bar, human(n), human(p.total))
+	}
+	if p.note != nil {
+		line += "  " + p.note()
 	}
 	fmt.Fprintf(os.Stderr, "\r%s  %s\033[K", line, rate)
 	if final {

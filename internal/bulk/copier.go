@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -71,6 +72,10 @@ type Config struct {
 	// at the destination, parts and ranges an earlier run sent; nil:
 	// nobody.
 	Already func(n int64)
+	// Done is told of each file when its copy ends (copied, found
+	// identical, failed or interrupted), with how long it took; nil:
+	// nobody. It may be called from several goroutines at once.
+	Done func(t Transfer, took time.Duration, err error)
 	// Verbose is told, in a line, of each decision: resumed, skipped,
 	// verified how; nil: nobody.
 	Verbose func(format string, args ...any)
@@ -347,11 +352,15 @@ func (c *Copier) Run(ctx context.Context, ts []Transfer) (Stats, error) {
 					return
 				}
 				t := ts[i]
+				start := time.Now()
 				var err error
 				if t.Upload {
 					err = c.upload(ctx, t)
 				} else {
 					err = c.download(ctx, t)
+				}
+				if c.cfg.Done != nil {
+					c.cfg.Done(t, time.Since(start), err)
 				}
 				if err != nil && ctx.Err() != nil {
 					return // interrupted, not failed: said once below
@@ -400,3 +409,6 @@ func (c *Copier) SetProgress(progress, already func(n int64)) {
 		c.cfg.Already = already
 	}
 }
+
+// SetDone replaces Config.Done.
+func (c *Copier) SetDone(done func(t Transfer, took time.Duration, err error)) { c.cfg.Done = done }
