@@ -25,9 +25,9 @@ type progress struct {
 	start   time.Time
 	// note, if set, adds a word after the bytes (how many files of how
 	// many are done).
-	note func() string
-	stop    chan struct{}
-	ended   chan struct{}
+	note  func() string
+	stop  chan struct{}
+	ended chan struct{}
 }
 
 func startProgress(label string, total int64) *progress { return startProgressNote(label, total, nil) }
