@@ -13,7 +13,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -308,9 +310,22 @@ func TestDryRun(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "a"), []byte("a"))
 	writeFile(t, filepath.Join(dir, "b"), []byte("b"))
-	st, err := f.cp(t, f.copier(t, bulk.Config{DryRun: true}), dir, "s3://data/", true)
+	var mu sync.Mutex
+	var done []string
+	c := f.copier(t, bulk.Config{DryRun: true, Done: func(tr bulk.Transfer, _ time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		done = append(done, tr.Key)
+		if err != nil {
+			t.Errorf("%s: %v", tr, err)
+		}
+	}})
+	st, err := f.cp(t, c, dir, "s3://data/", true)
 	if err != nil || st.DryRun != 2 || st.Files != 0 {
 		t.Fatalf("dry run: %+v %v", st, err)
+	}
+	if sort.Strings(done); len(done) != 2 || done[0] != "a" || done[1] != "b" {
+		t.Errorf("Done told of %v", done)
 	}
 	if n := f.count("PutObject"); n != 0 {
 		t.Fatalf("a dry run sent %d objects", n)
