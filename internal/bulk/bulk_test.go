@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -482,5 +483,57 @@ func TestHTTPSWithCABundle(t *testing.T) {
 	}
 	if _, err := bulk.NewClient(bulk.Endpoint{URL: srv.URL, KeyID: "k", Secret: "s", CABundle: p}); err == nil || !strings.Contains(err.Error(), "no PEM") {
 		t.Fatalf("a CA bundle without certificates: %v", err)
+	}
+}
+
+// Two runs of the same copy at once (say from cron): the second finds
+// the first's lock and stops with ErrBusy, touching nothing; once the
+// first is done the copy works.
+func TestSameCopyTwiceAtOnceRefused(t *testing.T) {
+	f := newFixture(t)
+	state := t.TempDir()
+	c := f.copier(t, bulk.Config{StateDir: state})
+	src := filepath.Join(t.TempDir(), "f.txt")
+	writeFile(t, src, []byte("one copy at a time"))
+	lock := func(p string) *os.File {
+		l, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Flock(int(l.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	// The upload's lock is its checkpoint's name (docs/files.md) + ".lock".
+	h := sha256.Sum256([]byte(src + "\x00data\x00f.txt"))
+	held := lock(filepath.Join(state, "up-"+hex.EncodeToString(h[:16])+".json.lock"))
+	if _, err := f.cp(t, c, src, "s3://data/f.txt", false); !errors.Is(err, bulk.ErrBusy) {
+		t.Fatalf("upload while another holds it: %v", err)
+	}
+	held.Close()
+	if f.count("PutObject") != 0 {
+		t.Fatal("the refused upload sent the file")
+	}
+	if _, err := f.cp(t, c, src, "s3://data/f.txt", false); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "f.txt")
+	held = lock(dst + bulk.PartialSuffix)
+	if _, err := f.cp(t, c, "s3://data/f.txt", dst, false); !errors.Is(err, bulk.ErrBusy) {
+		t.Fatalf("download while another holds it: %v", err)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Fatal("the refused download wrote its destination")
+	}
+	held.Close()
+	if _, err := f.cp(t, c, "s3://data/f.txt", dst, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "one copy at a time" {
+		t.Fatalf("download: %q", b)
+	}
+	if ents, _ := os.ReadDir(state); len(ents) != 0 {
+		t.Errorf("left in the state directory: %v", ents)
 	}
 }

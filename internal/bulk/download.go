@@ -82,24 +82,19 @@ func (c *Copier) download(ctx context.Context, t Transfer) error {
 	if err != nil {
 		return err
 	}
+	// f stays open, and so locked, until the file is in place or gone.
+	defer f.Close()
 	removeAll := func() {
-		f.Close()
 		os.Remove(partial)
 		os.Remove(ckPath)
 	}
 	if err := c.fetchRanges(ctx, t, f, ck, ckPath); err != nil {
 		if errors.Is(err, ErrChanged) {
 			removeAll()
-		} else {
-			f.Close()
 		}
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
 		return err
 	}
 	if w.sum == "" {
@@ -131,24 +126,28 @@ func (c *Copier) download(ctx context.Context, t Transfer) error {
 // checkpoint describes, if it is of this version of the object and
 // whole, else a new one.
 func (c *Copier) openPartial(t Transfer, partial, ckPath string, size int64, etag string) (*downloadCheckpoint, *os.File, error) {
+	// The partial file is locked while this copy works on it (the lock
+	// goes when it is closed or renamed into place and closed).
+	f, err := lockFile(partial, t.String())
+	if err != nil {
+		return nil, nil, err
+	}
 	ck, err := loadDownloadCheckpoint(ckPath)
 	if err != nil {
 		c.cfg.Verbose("%s: %v; starting over", t.Local, err)
 	}
 	if ck != nil && ck.Bucket == t.Bucket && ck.Key == t.Key && ck.ETag == etag && ck.Size == size {
-		if st, err := os.Stat(partial); err == nil && st.Size() == size {
-			if f, err := os.OpenFile(partial, os.O_RDWR, 0); err == nil {
-				c.count(func(s *Stats) { s.Resumed++ })
-				c.cfg.Verbose("%s: resuming: %d of %d ranges already here", t.Local, len(ck.Done), numParts(size, ck.PartSize))
-				return ck, f, nil
-			}
+		if st, err := f.Stat(); err == nil && st.Size() == size {
+			c.count(func(s *Stats) { s.Resumed++ })
+			c.cfg.Verbose("%s: resuming: %d of %d ranges already here", t.Local, len(ck.Done), numParts(size, ck.PartSize))
+			return ck, f, nil
 		}
 	} else if ck != nil {
 		c.cfg.Verbose("%s: s3://%s/%s changed since the interrupted download; starting over", t.Local, t.Bucket, t.Key)
 	}
 	os.Remove(ckPath)
-	f, err := os.OpenFile(partial, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	if err := f.Truncate(0); err != nil {
+		f.Close()
 		return nil, nil, err
 	}
 	if err := f.Truncate(size); err != nil {

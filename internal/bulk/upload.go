@@ -58,6 +58,19 @@ func (c *Copier) upload(ctx context.Context, t Transfer) error {
 	}
 	partSize := partSizeFor(size, c.cfg.PartSize)
 	if ckPath != "" && !c.cfg.DryRun {
+		if err := os.MkdirAll(c.cfg.StateDir, 0o700); err != nil {
+			return fmt.Errorf("bulk: checkpoint directory: %w", err)
+		}
+		lock, err := lockFile(ckPath+".lock", t.String())
+		if err != nil {
+			return err
+		}
+		defer func() {
+			os.Remove(lock.Name()) // while still holding it: a waiter retries on a fresh file
+			lock.Close()
+		}()
+	}
+	if ckPath != "" && !c.cfg.DryRun {
 		ck, err := loadUploadCheckpoint(ckPath)
 		if err != nil {
 			c.cfg.Verbose("%s: %v; starting over", t.Local, err)
