@@ -16,7 +16,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 )
 
-// ErrNoCredentials is a Endpoint without an endpoint URL or keys.
+// ErrNoCredentials is an Endpoint without a URL or keys.
 var ErrNoCredentials = errors.New("bulk: no S3 endpoint or credentials")
 
 // Endpoint is how to reach a gateway's S3 API.

@@ -66,11 +66,9 @@ func (c *Copier) upload(ctx context.Context, t Transfer) error {
 			return err
 		}
 		defer func() {
-			os.Remove(lock.Name()) // while still holding it: a waiter retries on a fresh file
+			os.Remove(lock.Name()) // removed while held, so none is left behind
 			lock.Close()
 		}()
-	}
-	if ckPath != "" && !c.cfg.DryRun {
 		ck, err := loadUploadCheckpoint(ckPath)
 		if err != nil {
 			c.cfg.Verbose("%s: %v; starting over", t.Local, err)
