@@ -340,3 +340,14 @@ func TestCpEndpointAndDrive(t *testing.T) {
 		t.Errorf("--drive %q", b)
 	}
 }
+
+func TestProgressETA(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 12*time.Second + 400*time.Millisecond: "12s", 3*time.Minute + 4*time.Second: "3m04s",
+		time.Hour + 2*time.Minute + 30*time.Second: "1h02m", 26 * time.Hour: "26h00m",
+	} {
+		if got := eta(d); got != want {
+			t.Errorf("eta(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

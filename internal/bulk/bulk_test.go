@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http/httptest"
@@ -223,6 +224,41 @@ func TestCorruptDownloadDetected(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(dst); string(b) != "plain bytes" {
 		t.Fatalf("plain: %q", b)
+	}
+	// A multipart object another client made, no metadata, no checksum:
+	// checked by size and ETag, and -v says so.
+	mp, err := f.s3.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("data"), Key: aws.String("theirs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := randomBytes(2 * bulk.MinPartSize)
+	var parts []types.CompletedPart
+	for i := range 2 {
+		up, err := f.s3.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String("data"), Key: aws.String("theirs"), UploadId: mp.UploadId,
+			PartNumber: aws.Int32(int32(i + 1)), Body: bytes.NewReader(theirs[i*bulk.MinPartSize : (i+1)*bulk.MinPartSize])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(int32(i + 1)), ETag: up.ETag})
+	}
+	if _, err := f.s3.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String("data"), Key: aws.String("theirs"),
+		UploadId: mp.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	c, err := bulk.New(f.client(t), bulk.Config{PartSize: bulk.MinPartSize, Verbose: func(format string, a ...any) { said = append(said, fmt.Sprintf(format, a...)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst = filepath.Join(t.TempDir(), "theirs")
+	if _, err := f.cp(t, c, "s3://data/theirs", dst, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dst); !bytes.Equal(b, theirs) {
+		t.Fatal("theirs: differs")
+	}
+	if !strings.Contains(strings.Join(said, "\n"), "has no SHA-256 or MD5: checked its size") {
+		t.Errorf("-v did not say the object had no checksum: %q", said)
 	}
 }
 
