@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"hash"
@@ -65,6 +66,33 @@ func hashFile(ctx context.Context, path string, useMD5 bool) (string, error) {
 		return "", fmt.Errorf("bulk: hashing %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashParts returns the hex SHA-256 of the file at path and the base64
+// SHA-256 of each of its partSize parts, in one sequential read.
+func hashParts(ctx context.Context, path string, partSize int64) (string, []string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	whole := sha256.New()
+	var parts []string
+	for {
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(whole, h), io.LimitReader(ctxReader{ctx, f}, partSize))
+		if err != nil {
+			return "", nil, fmt.Errorf("bulk: hashing %s: %w", path, err)
+		}
+		if n == 0 {
+			break
+		}
+		parts = append(parts, base64.StdEncoding.EncodeToString(h.Sum(nil)))
+		if n < partSize {
+			break
+		}
+	}
+	return hex.EncodeToString(whole.Sum(nil)), parts, nil
 }
 
 // ctxReader stops reading once ctx ends, so hashing a large file does

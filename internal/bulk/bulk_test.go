@@ -378,40 +378,12 @@ func TestResumeAfterSourceChangedStartsOver(t *testing.T) {
 	state := t.TempDir()
 	p := filepath.Join(t.TempDir(), "f.bin")
 	writeFile(t, p, randomBytes(3*bulk.MinPartSize))
-	// Slow enough (4 MiB/s) that the copy is still going when the
-	// checkpoint first shows a part.
-	c := f.copier(t, bulk.Config{PartSize: bulk.MinPartSize, Parallel: 1, StateDir: state, Limiter: bulk.NewLimiter(4<<20, nil)})
-	src, _ := bulk.Parse(p, "")
-	dst, _ := bulk.Parse("s3://data/f.bin", "")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ts, err := c.Plan(ctx, src, dst, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for ctx.Err() == nil {
-			ms, _ := filepath.Glob(filepath.Join(state, "*.json"))
-			if len(ms) == 1 {
-				if b, err := os.ReadFile(ms[0]); err == nil && strings.Contains(string(b), `"n": 1`) {
-					cancel()
-					return
-				}
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
-	if _, err := c.Run(ctx, ts); !errors.Is(err, context.Canceled) {
-		t.Fatalf("interrupted run: %v", err)
-	}
-	if ms, _ := filepath.Glob(filepath.Join(state, "*.json")); len(ms) != 1 {
-		t.Fatalf("checkpoints after the interruption: %v", ms)
-	}
+	interruptAfterFirstPart(t, f, p, state)
 	changed := randomBytes(3 * bulk.MinPartSize)
 	writeFile(t, p, changed)
 	os.Chtimes(p, time.Now().Add(time.Hour), time.Now().Add(time.Hour))
 	f.reset()
-	c = f.copier(t, bulk.Config{PartSize: bulk.MinPartSize, StateDir: state})
+	c := f.copier(t, bulk.Config{PartSize: bulk.MinPartSize, StateDir: state})
 	st, err := f.cp(t, c, p, "s3://data/f.bin", false)
 	if err != nil || st.Resumed != 0 || st.Files != 1 {
 		t.Fatalf("run after the change: %+v %v", st, err)
@@ -571,5 +543,71 @@ func TestSameCopyTwiceAtOnceRefused(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(state); len(ents) != 0 {
 		t.Errorf("left in the state directory: %v", ents)
+	}
+}
+
+// interruptAfterFirstPart starts an upload of p to s3://data/f.bin in
+// 5 MiB parts, one at a time, and cancels it once its checkpoint in
+// state records part 1.
+func interruptAfterFirstPart(t *testing.T, f *fixture, p, state string) {
+	t.Helper()
+	// Slow enough (4 MiB/s) that the copy is still going when the
+	// checkpoint first shows a part.
+	c := f.copier(t, bulk.Config{PartSize: bulk.MinPartSize, Parallel: 1, StateDir: state, Limiter: bulk.NewLimiter(4<<20, nil)})
+	src, _ := bulk.Parse(p, "")
+	dst, _ := bulk.Parse("s3://data/f.bin", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ts, err := c.Plan(ctx, src, dst, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ctx.Err() == nil {
+			ms, _ := filepath.Glob(filepath.Join(state, "*.json"))
+			if len(ms) == 1 {
+				if b, err := os.ReadFile(ms[0]); err == nil && strings.Contains(string(b), `"n": 1`) {
+					cancel()
+					return
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	if _, err := c.Run(ctx, ts); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	if ms, _ := filepath.Glob(filepath.Join(state, "*.json")); len(ms) != 1 {
+		t.Fatalf("checkpoints after the interruption: %v", ms)
+	}
+}
+
+// A source rewritten after an interruption with its size and time put
+// back (so the checkpoint looks valid) is caught by the part checksums
+// the first run computed: the gateway refuses the first differing part,
+// the copy fails with ErrChanged, no object is made, and the next run
+// starts over.
+func TestResumedPartsCheckedAgainstTheFirstReading(t *testing.T) {
+	f := newFixture(t)
+	state := t.TempDir()
+	p := filepath.Join(t.TempDir(), "f.bin")
+	writeFile(t, p, randomBytes(3*bulk.MinPartSize))
+	st0, _ := os.Stat(p)
+	interruptAfterFirstPart(t, f, p, state)
+	writeFile(t, p, randomBytes(3*bulk.MinPartSize))
+	os.Chtimes(p, st0.ModTime(), st0.ModTime())
+	c := f.copier(t, bulk.Config{PartSize: bulk.MinPartSize, StateDir: state})
+	if _, err := f.cp(t, c, p, "s3://data/f.bin", false); !errors.Is(err, bulk.ErrChanged) {
+		t.Fatalf("resumed over a forged source: %v, want ErrChanged", err)
+	}
+	if _, err := f.s3.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String("data"), Key: aws.String("f.bin")}); err == nil {
+		t.Fatal("an object was made of the two versions")
+	}
+	// The upload was given up: the next run sends the file as it is now.
+	if ms, _ := filepath.Glob(filepath.Join(state, "*.json")); len(ms) != 0 {
+		t.Fatalf("checkpoint kept after ErrChanged: %v", ms)
+	}
+	if st, err := f.cp(t, c, p, "s3://data/f.bin", false); err != nil || st.Resumed != 0 || st.Files != 1 {
+		t.Fatalf("the run after: %+v %v", st, err)
 	}
 }

@@ -38,6 +38,10 @@ type uploadCheckpoint struct {
 	UploadID string `json:"upload_id"`
 	PartSize int64  `json:"part_size"`
 	SHA256   string `json:"sha256"` // of the whole source, hex
+	// PartSums are the base64 SHA-256 of each part as the source was
+	// read before the upload began: a part whose bytes differ when sent
+	// is refused by the gateway.
+	PartSums []string `json:"part_sums"`
 	// Parts are the parts the gateway acknowledged, by number.
 	Parts []donePart `json:"parts"`
 }
@@ -92,6 +96,9 @@ func loadUploadCheckpoint(path string) (*uploadCheckpoint, error) {
 	}
 	if c.UploadID == "" || c.PartSize <= 0 || c.Size < 0 {
 		return nil, fmt.Errorf("%w: %s lacks its upload ID or part size", ErrCheckpoint, path)
+	}
+	if n := (c.Size + c.PartSize - 1) / c.PartSize; int64(len(c.PartSums)) != n {
+		return nil, fmt.Errorf("%w: %s has %d part checksums for %d parts", ErrCheckpoint, path, len(c.PartSums), n)
 	}
 	return &c, nil
 }

@@ -40,10 +40,10 @@ func FuzzParse(f *testing.F) {
 }
 
 // FuzzCheckpoint: any bytes in a checkpoint file load as a checkpoint
-// that a copy can use (ranges inside the object, an upload ID and a part
-// size), or fail with ErrCheckpoint.
+// that a copy can use (ranges inside the object, an upload ID, a part
+// size and a checksum per part), or fail with ErrCheckpoint.
 func FuzzCheckpoint(f *testing.F) {
-	f.Add([]byte(`{"version":1,"upload_id":"u","part_size":5242880,"size":100,"parts":[{"n":1,"etag":"e","sha256":"s"}]}`))
+	f.Add([]byte(`{"version":1,"upload_id":"u","part_size":5242880,"size":100,"part_sums":["x"],"parts":[{"n":1,"etag":"e","sha256":"s"}]}`))
 	f.Add([]byte(`{"version":1,"bucket":"b","key":"k","etag":"e","size":10,"part_size":4,"done":[0,2]}`))
 	f.Add([]byte(`{"version":1,"size":10,"part_size":4,"done":[3]}`))
 	f.Add([]byte(`{"version":2}`))
@@ -57,7 +57,7 @@ func FuzzCheckpoint(f *testing.F) {
 			if !errors.Is(err, ErrCheckpoint) {
 				t.Fatalf("upload: %v is not ErrCheckpoint", err)
 			}
-		} else if u == nil || u.UploadID == "" || u.PartSize <= 0 {
+		} else if u == nil || u.UploadID == "" || u.PartSize <= 0 || int64(len(u.PartSums)) != (u.Size+u.PartSize-1)/u.PartSize {
 			t.Fatalf("upload checkpoint %+v accepted", u)
 		}
 		if d, err := loadDownloadCheckpoint(p); err != nil {

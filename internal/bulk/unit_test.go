@@ -99,7 +99,7 @@ func TestCheckpointFiles(t *testing.T) {
 		t.Fatalf("missing checkpoint: %+v %v", c, err)
 	}
 	want := &uploadCheckpoint{Version: checkpointVersion, Source: "/src/a", Size: 100 << 20, MtimeNS: 42, Bucket: "b", Key: "k",
-		UploadID: "u1", PartSize: 16 << 20, SHA256: strings.Repeat("ab", 32),
+		UploadID: "u1", PartSize: 16 << 20, SHA256: strings.Repeat("ab", 32), PartSums: []string{"1", "2", "3", "4", "5", "6", "7"},
 		Parts: []donePart{{Number: 3, ETag: `"e3"`, SHA256: "s3"}, {Number: 1, ETag: `"e1"`, SHA256: "s1"}}}
 	if err := saveCheckpoint(up, want); err != nil {
 		t.Fatal(err)
@@ -131,6 +131,7 @@ func TestCheckpointFiles(t *testing.T) {
 		"other version": `{"version": 99, "upload_id": "u", "part_size": 5}`,
 		"no upload id":  `{"version": 1, "part_size": 5}`,
 		"no part size":  `{"version": 1, "upload_id": "u"}`,
+		"part sums":     `{"version": 1, "upload_id": "u", "part_size": 5, "size": 11, "part_sums": ["a", "b"]}`,
 	}
 	for name, body := range bad {
 		os.WriteFile(up, []byte(body), 0o600)

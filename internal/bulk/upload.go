@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"mime"
 	"os"
@@ -96,7 +95,7 @@ func (c *Copier) upload(ctx context.Context, t Transfer) error {
 	if size > partSize {
 		c.cfg.Verbose("%s: computing its SHA-256 (%d bytes)", t.Local, size)
 	}
-	sum, err := hashFile(ctx, src, false)
+	sum, partSums, err := hashParts(ctx, src, partSize)
 	if err != nil {
 		return err
 	}
@@ -125,7 +124,7 @@ func (c *Copier) upload(ctx context.Context, t Transfer) error {
 		return c.remoteErr(err, t.Bucket, t.Key)
 	}
 	ck := &uploadCheckpoint{Version: checkpointVersion, Source: src, Size: size, MtimeNS: st.ModTime().UnixNano(),
-		Bucket: t.Bucket, Key: t.Key, UploadID: aws.ToString(out.UploadId), PartSize: partSize, SHA256: sum}
+		Bucket: t.Bucket, Key: t.Key, UploadID: aws.ToString(out.UploadId), PartSize: partSize, SHA256: sum, PartSums: partSums}
 	if err := saveCheckpoint(ckPath, ck); err != nil {
 		return err
 	}
@@ -293,6 +292,12 @@ func (c *Copier) multipart(ctx context.Context, t Transfer, src string, st fs.Fi
 	if ferr == nil {
 		ferr = ctx.Err()
 	}
+	if errors.Is(ferr, ErrChanged) {
+		// The parts sent so far are of another version of the file: the
+		// next run starts over.
+		c.s3.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &t.Bucket, Key: &t.Key, UploadId: &ck.UploadID})
+		os.Remove(ckPath)
+	}
 	if ferr != nil {
 		return ferr
 	}
@@ -326,20 +331,21 @@ func (c *Copier) multipart(ctx context.Context, t Transfer, src string, st fs.Fi
 	return nil
 }
 
-// sendPart reads part num, hashes it, and sends it with its SHA-256.
+// sendPart sends part num with the SHA-256 the source's first reading
+// gave it.
 func (c *Copier) sendPart(ctx context.Context, t Transfer, f *os.File, ck *uploadCheckpoint, num int32) (donePart, error) {
 	off := int64(num-1) * ck.PartSize
 	n := min(ck.PartSize, ck.Size-off)
-	h := sha256.New()
-	if _, err := io.Copy(h, ctxReader{ctx, io.NewSectionReader(f, off, n)}); err != nil {
-		return donePart{}, err
-	}
-	sum := base64.StdEncoding.EncodeToString(h.Sum(nil))
+	sum := ck.PartSums[num-1]
 	out, err := c.s3.UploadPart(ctx, &s3.UploadPartInput{
 		Bucket: &t.Bucket, Key: &t.Key, UploadId: &ck.UploadID, PartNumber: aws.Int32(num),
 		Body: c.newBody(ctx, f, off, n), ContentLength: aws.Int64(n), ChecksumSHA256: aws.String(sum),
 	})
 	if err != nil {
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() == "BadDigest" {
+			return donePart{}, fmt.Errorf("%w: part %d of %s is not what it was when the copy began (copy it again)", ErrChanged, num, t.Local)
+		}
 		return donePart{}, c.remoteErr(err, t.Bucket, t.Key)
 	}
 	c.count(func(s *Stats) { s.Parts++; s.Bytes += n })
