@@ -38,7 +38,8 @@ run: build
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
 ## Chromium), Swift (swift CLI, swiftclient, swift-bench; two regions of
 ## gateway processes, one pair behind haproxy) and SFTP (sftp,
-## scp, sshfs), WebDAV (litmus, cadaver, rclone), the FUSE mount (cp, diff,
+## scp, sshfs), WebDAV (litmus, cadaver, rclone), the web app (headless
+## Chromium), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
 test:
@@ -52,6 +53,7 @@ test:
 	./test/swift-regions.sh
 	./test/sftp-clients.sh
 	./test/webdav-clients.sh
+	./test/webapp-browser/run.sh
 	./test/mount-clients.sh
 	./test/volume-clients.sh
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the programs the lab's sshfs-fio experiment runs, with apt when
 # missing: fio (which stands in for IOzone, whose licence keeps it out of
-# the distribution), sshfs and fuse3 (fusermount3). Fails if /dev/fuse is
-# missing, since sshfs cannot mount without it.
+# the distribution), sshfs and fuse3 (fusermount3); and rclone, whose
+# serve webdav is parallel-transfers' plain-disk reference. Fails if
+# /dev/fuse is missing, since sshfs cannot mount without it.
 set -euo pipefail
 need=()
 command -v fio >/dev/null || need+=(fio)
 command -v sshfs >/dev/null || need+=(sshfs)
 command -v fusermount3 >/dev/null || need+=(fuse3)
+command -v rclone >/dev/null || need+=(rclone)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then apt-get install -y -qq "${need[@]}" >/dev/null || { apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null; }

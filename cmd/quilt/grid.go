@@ -376,7 +376,7 @@ func runUp(ctx context.Context, args []string) error {
 					addr = net.JoinHostPort(*host, strconv.Itoa(*port+4**nodes+4))
 				}
 			}
-			dsvc, err := startWebDAV(ctx, svc.gw, filepath.Join(*dir, "gateway"), addr, log)
+			dsvc, err := startWebDAV(ctx, svc.gw, sess.nodes, filepath.Join(*dir, "gateway"), addr, log)
 			if err != nil {
 				return fmt.Errorf("gateway: %w", err)
 			}

@@ -31,6 +31,7 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	venv := fs.String("tahoe-venv", "", "venv holding tahoe-lafs (default ~/.cache/quilt-bench/tahoe-venv; made if missing)")
 	swiftVenv := fs.String("swift-venv", "", "swift-bench: venv holding OpenStack Swift and swift-bench (default ~/.cache/quilt-bench/swift-venv-VERSIONS; made if missing)")
 	scale := fs.Float64("scale", 0, "parallel-transfers: multiply the paper's 100 kB … 1 GB sizes (default 1, --quick 0.01)")
+	doors := fs.String("doors", "", "parallel-transfers: comma-separated doors of webdav, s3, object and rclone (default webdav,s3,rclone)")
 	seed := fs.Int64("seed", 1, "random seed of the emulated network and the workloads")
 	if err := parseArgs(fs, args, -1); err != nil {
 		return err
@@ -72,6 +73,9 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	}
 	name := fs.Arg(1)
 	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv}
+	if *doors != "" {
+		env.Doors = strings.Split(*doors, ",")
+	}
 	if *sc != "" {
 		s, err := scenario.Load(*sc)
 		if err != nil {

@@ -54,6 +54,7 @@ var commands = map[string]command{
 	"cfs":     {"the configuration filesystem: signed, replicated files (BaseFS)", runCFS},
 	"gateway": {"serve the grid's buckets over S3", runGateway},
 	"key":     {"create, list and delete S3 access keys", runKey},
+	"user":    {"manage accounts: users, groups, app passwords, quotas, home drives", runUser},
 	"swift":   {"manage Swift projects, users and endpoints", runSwift},
 	"sftp":    {"serve the buckets' file trees over SFTP (sftp, scp, sshfs)", runSFTP},
 	"mount":   {"mount a bucket's file tree on a directory (FUSE)", runMount},

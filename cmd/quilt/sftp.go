@@ -62,8 +62,13 @@ func startSFTP(ctx context.Context, gw *gateway.Gateway, dir, addr string, log *
 		return nil, err
 	}
 	srv, err := sftp.New(sftp.Config{
-		HostKey:  hk,
-		Users:    func() (sftp.Users, error) { return sftp.LoadUsers(users) },
+		HostKey: hk,
+		Users:   func() (sftp.Users, error) { return sftp.LoadUsers(users) },
+		// The accounts log in with their passwords too (docs/mounts.md).
+		Authenticate: func(ctx context.Context, user, password string) (string, error) {
+			u, err := gw.Authenticate(ctx, user, password)
+			return u.Home, err
+		},
 		Tree:     sftp.GatewayTrees(gw),
 		SpoolDir: filepath.Join(dir, "spool"),
 		Logger:   log,

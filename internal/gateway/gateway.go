@@ -8,7 +8,7 @@
 // keys, and storage nodes see only ciphertext. Its state is itself a
 // namespace — the registry, a config namespace whose root key lives in the
 // gateway's directory — holding the buckets (their IDs, read keys and
-// root keys) and the access keys. Gateways that share the registry's
+// root keys), the access keys and the accounts (users.go). Gateways that share the registry's
 // capability and key serve the same buckets: each keeps its own replica of
 // the namespaces, syncs it with the grid's nodes, and sees another's writes
 // as soon as their entries reach it.
@@ -130,6 +130,9 @@ type Gateway struct {
 
 	regMu      sync.Mutex
 	registered map[sharefile.SI]bool // in the repair registries (leases.go)
+
+	acct  accounts   // users, groups, verified logins (users.go)
+	quota quotaState // quotas and bucket usage (quota.go)
 }
 
 // bucket is an open object namespace.
@@ -509,6 +512,11 @@ func (g *Gateway) CreateContainer(ctx context.Context, name, owner string) error
 
 // createBucket makes a bucket of a name already checked.
 func (g *Gateway) createBucket(ctx context.Context, name, owner string) error {
+	if owner != "" {
+		if k, err := g.Key(ctx, owner); err == nil && k.User != "" {
+			return fmt.Errorf("%w: the key of account %q reaches its home only, and makes no bucket", ErrDenied, k.User)
+		}
+	}
 	g.createMu.Lock()
 	defer g.createMu.Unlock()
 	if _, err := g.bucket(ctx, name); err == nil {
@@ -627,6 +635,9 @@ type AccessKey struct {
 	Admin   bool            `json:"admin,omitempty"` // every bucket, and may create buckets and keys
 	Buckets map[string]Perm `json:"buckets,omitempty"`
 	Created time.Time       `json:"created"`
+	// User is the account whose home key this is (users.go): it may not
+	// make buckets, which would be outside the account's quota.
+	User string `json:"user,omitempty"`
 }
 
 // CreateKey makes an access key.

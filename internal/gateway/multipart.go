@@ -160,11 +160,38 @@ func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int
 	if n < 1 || n > MaxParts {
 		return Part{}, fmt.Errorf("%w: part number %d outside 1..%d", ErrBadPart, n, MaxParts)
 	}
-	if _, _, err := g.upload(ctx, bucketName, key, id); err != nil {
+	_, b, err := g.upload(ctx, bucketName, key, id)
+	if err != nil {
 		return Part{}, err
+	}
+	// A bucket with a quota (quota.go): the upload's other parts and
+	// this one must fit, in place of the key's current version.
+	var qr *quotaReader
+	kp, _ := keyPath(key)
+	if room, err := g.room(b, kp); err != nil {
+		return Part{}, err
+	} else if room >= 0 {
+		others, err := g.parts(id)
+		if err != nil {
+			return Part{}, err
+		}
+		for _, o := range others {
+			if o.Number != n {
+				room -= o.Size
+			}
+		}
+		room = max(0, room)
+		qr = &quotaReader{r: r, left: room, err: fmt.Errorf("%w: bucket %q has room for %d more bytes of this upload", ErrQuota, b.name, room)}
+		if size > room {
+			return Part{}, qr.err
+		}
+		r = qr
 	}
 	st, err := g.store(ctx, r, size, want)
 	if err != nil {
+		if qr != nil && qr.exceeded {
+			return Part{}, qr.err
+		}
 		return Part{}, err
 	}
 	p := Part{Number: n, Time: time.Now().UTC(), Size: st.size, Cap: st.cap, Inline: st.inline, ETag: hex.EncodeToString(st.md5)}
@@ -322,7 +349,13 @@ func (g *Gateway) CompleteUploadIf(ctx context.Context, bucketName, key, id stri
 		}
 	}
 	p, _ := keyPath(key)
+	unlock := g.lockCommit(b)
+	if err := g.checkQuota(b, info.Size, g.sizeAt(b, p)); err != nil {
+		unlock()
+		return ObjectInfo{}, err // the upload stays open: abort it, or free room
+	}
 	entry, old, err := g.writeObject(ctx, b, p, cond, encodeRecord(info, nil))
+	unlock()
 	if err != nil {
 		return ObjectInfo{}, err
 	}

@@ -133,8 +133,23 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 		return ObjectInfo{}, err
 	}
 	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, Modified: time.Now().UTC()}
+	// A bucket with a quota (quota.go): a body known to be too big is
+	// refused unread, one of unknown length is read up to the room left.
+	var qr *quotaReader
+	if room, err := g.room(b, p); err != nil {
+		return ObjectInfo{}, err
+	} else if room >= 0 {
+		if size > room {
+			return ObjectInfo{}, fmt.Errorf("%w: bucket %q has room for %d more bytes, not %d", ErrQuota, b.name, room, size)
+		}
+		qr = &quotaReader{r: r, left: room, err: fmt.Errorf("%w: bucket %q has room for %d more bytes", ErrQuota, b.name, room)}
+		r = qr
+	}
 	st, err := g.store(ctx, r, size, opt.WantMD5)
 	if err != nil {
+		if qr != nil && qr.exceeded {
+			return ObjectInfo{}, qr.err
+		}
 		return ObjectInfo{}, err
 	}
 	info.Cap, info.Size = st.cap, st.size
@@ -154,7 +169,16 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	// the rest, so small blocks bought no speed, and each is another
 	// record to store and index at every replica (a 4 KiB object: one
 	// record instead of six, 27 bbolt pages written instead of ~60).
+	unlock := g.lockCommit(b)
+	if err := g.checkQuota(b, info.Size, g.sizeAt(b, p)); err != nil {
+		unlock()
+		if st.cap != "" {
+			g.retire(b, []string{st.cap})
+		}
+		return ObjectInfo{}, err
+	}
 	entry, old, err := g.writeObject(ctx, b, p, opt.If, encodeRecord(info, inline))
+	unlock()
 	if err == nil {
 		g.retire(b, old) // the overwritten version's grid objects (leases.go)
 	}

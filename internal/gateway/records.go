@@ -24,7 +24,7 @@ var ErrBadRecord = errors.New("gateway: invalid record name")
 var recordSet = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
 // reservedSets are the registry's own directories.
-var reservedSets = map[string]bool{"buckets": true, "keys": true, "uploads": true}
+var reservedSets = map[string]bool{"buckets": true, "keys": true, "uploads": true, "shares": true, "grants": true, "users": true, "groups": true}
 
 func recordPath(set, name string) (string, error) {
 	if !recordSet.MatchString(set) || reservedSets[set] {

@@ -34,6 +34,11 @@ func (g *Gateway) Rewrite(ctx context.Context, srcBucket, srcKey, dstBucket, dst
 	info.Size, info.ETag, info.Cap, info.Parts = size, etag, capStr, parts
 	info.Modified = time.Now().UTC()
 	rec := encodeRecord(info, inline)
+	unlock := g.lockCommit(b)
+	defer unlock()
+	if err := g.checkQuota(b, size, g.sizeAt(b, p)); err != nil {
+		return ObjectInfo{}, err
+	}
 	var entry dag.Hash
 	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)

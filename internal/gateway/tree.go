@@ -165,6 +165,27 @@ func (s *treeStore) Apply(ctx context.Context, ops []tree.Op) error {
 		}
 		srcs[op.From] = source{info, inline}
 	}
+	if g.QuotaOf(b.name) > 0 {
+		// The batch's copies add their sources' sizes; every key it
+		// writes or deletes drops its current version (quota.go).
+		var add, drop int64
+		keys := map[string]bool{}
+		for _, op := range ops {
+			if !keys[op.Key] {
+				p, _ := keyPath(op.Key)
+				drop += g.sizeAt(b, p)
+				keys[op.Key] = true
+			}
+			if !op.Delete && op.From != "" {
+				add += srcs[op.From].info.Size
+			}
+		}
+		unlock := g.lockCommit(b)
+		defer unlock()
+		if err := g.checkQuota(b, add, drop); err != nil {
+			return err
+		}
+	}
 	root, err := g.db.Stat(b.ns, "/")
 	if err != nil {
 		return fmt.Errorf("gateway: root of %q: %w", b.name, err)

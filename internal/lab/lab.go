@@ -17,8 +17,10 @@
 //	                    OpenStack Swift from PyPI behind the same links
 //	convergence         BaseFS, Figs. 9–15: time for a configuration write to reach
 //	                    all of 30 nodes vs delay, loss, reordering and bandwidth
-//	parallel-transfers  ownCloud/StoRM, Tables 3–7: Np parallel workers of random
-//	                    uploads and downloads; mean time per size and efficiency
+//	parallel-transfers  ownCloud/StoRM, Tables 3–7 and Figs. 3–4: Np parallel workers
+//	                    of random uploads and downloads through WebDAV and S3
+//	                    multipart (the paper's ownCloud and StoRM), beside rclone
+//	                    serve webdav on a local disk; mean time per size, efficiency
 //	cfs-mount           BaseFS, section 5.2, Figs. 20–21: cp -r of /etc into the
 //	                    configuration filesystem's FUSE mount, then a first and a
 //	                    second read, round after round, beside a local directory
@@ -65,6 +67,11 @@ type Env struct {
 	// Scale multiplies parallel-transfers' file sizes (the paper's go to
 	// 1 GB); 0 means 1, or 0.01 with Quick.
 	Scale float64
+	// Doors are parallel-transfers' ways in: "webdav", "s3", "object"
+	// (Quilt's, mixed at random in each case) and "rclone" (rclone serve
+	// webdav on a local disk, the reference); nil means webdav, s3 and
+	// rclone.
+	Doors []string
 }
 
 func (e *Env) logf(format string, args ...any) {
@@ -86,7 +93,7 @@ var experiments = []Experiment{
 	{"put-get-del", "PUT/GET/DEL operations per second vs object size and added latency (Swift/KREONET paper, Figs. 6–11)", "kreonet", runPutGetDel},
 	{"swift-bench", "swift-bench PUT/GET/DEL rates vs object size and added latency, Quilt beside OpenStack Swift (Swift/KREONET paper, Experiment II, Figs. 9–11)", "kreonet", runSwiftBench},
 	{"convergence", "Time for a configuration write to reach all of 30 nodes (BaseFS paper, Figs. 9–15)", "lan", runConvergence},
-	{"parallel-transfers", "Np parallel workers of random uploads and downloads (ownCloud/StoRM paper, Tables 3–7)", "lan", runParallel},
+	{"parallel-transfers", "Np parallel workers of random uploads and downloads through WebDAV and S3 multipart, beside rclone serve webdav on a local disk (ownCloud/StoRM paper, Tables 3–7, Figs. 3–4)", "lan", runParallel},
 	{"cfs-mount", "cp -r /etc into the cfs FUSE mount, then two reads, beside a local directory (BaseFS paper, Figs. 20–21)", "lan", runCFSMount},
 	{"sshfs-fio", "fio write/read/random write/random read through an sshfs mount of the SFTP server (Tahoe-LAFS paper, §5, Figs. 14–16)", "qmpsu", runSSHFSFio},
 }

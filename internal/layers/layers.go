@@ -135,6 +135,12 @@ var packages = map[string]Layer{
 	// webdav serves each user's bucket tree over WebDAV, with the SFTP
 	// server's users file.
 	"internal/webdav": FrontEnds,
+	// sharelink serves share links (public pages and a JSON API) over
+	// bucket trees and records of the registry.
+	"internal/sharelink": FrontEnds,
+	// webapp is the browser app over each user's bucket tree; it imports
+	// only tree (cmd/quilt gives it accounts, trees and the grid's state).
+	"internal/webapp": FrontEnds,
 	// bulk is quilt cp: a client of the gateway's S3 API (through
 	// aws-sdk-go-v2) that copies files in parallel and resumably.
 	"internal/bulk": FrontEnds,

@@ -32,6 +32,11 @@ type Config struct {
 	// Users are the accounts; Users() is called at each login, so a
 	// users file may be read again.
 	Users func() (Users, error)
+	// Authenticate, if set, checks the password logins of the names
+	// that have no password line in Users (the gateway's accounts) and
+	// returns the bucket the user sees; an error refuses the login. Key
+	// logins are Users' only.
+	Authenticate func(ctx context.Context, user, password string) (bucket string, err error)
 	// Tree returns the tree of a bucket, or an error if there is none.
 	// The server calls it once per bucket and shares the tree between
 	// sessions.
@@ -85,6 +90,14 @@ func New(cfg Config) (*Server, error) {
 		MaxAuthTries: 6,
 		PasswordCallback: func(c ssh.ConnMetadata, password []byte) (*ssh.Permissions, error) {
 			u, err := s.user(c.User())
+			if s.cfg.Authenticate != nil && (err != nil || len(u.PasswordHashes) == 0) {
+				bucket, err := s.cfg.Authenticate(s.ctx, c.User(), string(password))
+				if err != nil {
+					s.cfg.Logger.Warn("sftp: login refused", "user", c.User(), "from", c.RemoteAddr(), "err", err)
+					return nil, errAuth
+				}
+				return &ssh.Permissions{Extensions: map[string]string{permBucket: bucket}}, nil
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/tree"
 	"github.com/quilt-grid/quilt/internal/tree/openfile"
 	xwebdav "golang.org/x/net/webdav"
@@ -79,6 +80,8 @@ func ErrorCode(err error) string {
 		return "exist"
 	case errors.Is(err, fs.ErrInvalid):
 		return "invalid"
+	case errors.Is(err, gateway.ErrQuota):
+		return "quota"
 	}
 	return ""
 }

@@ -1,8 +1,9 @@
 // Package webdav serves the file tree of gateway buckets over WebDAV
 // (class 1 and 2: RFC 4918's methods and locks) at /dav/USER/, for file
 // managers, cadaver, litmus, rclone and the like. Each user logs in with
-// HTTP Basic auth against a users file (the SFTP server's format) and
-// sees one bucket's tree as their whole collection. The protocol is
+// HTTP Basic auth — against the gateway's accounts (Config.Authenticate),
+// or a users file in the SFTP server's format — and sees one bucket's
+// tree as their whole collection. The protocol is
 // golang.org/x/net/webdav's Handler over a FileSystem of internal/tree:
 // files written are spooled locally and committed as one new object
 // version at the end of the PUT (internal/tree/openfile); MOVE is the
@@ -41,8 +42,12 @@ type Config struct {
 	// Users are the accounts, in the SFTP server's users file format
 	// (sftp.ParseUsers); only password lines let a user in over WebDAV.
 	// Users() is called at each request, so a users file may be read
-	// again.
+	// again. Not used when Authenticate is set.
 	Users func() (sftp.Users, error)
+	// Authenticate, if set, checks a user's password (the gateway's
+	// accounts: gateway.Authenticate, which caches what it verified) and
+	// returns the bucket the user sees; an error refuses the login.
+	Authenticate func(ctx context.Context, user, password string) (bucket string, err error)
 	// Tree returns the tree of a bucket, or an error if there is none.
 	// The server calls it once per bucket.
 	Tree func(ctx context.Context, bucket string) (*tree.Tree, error)
@@ -80,8 +85,8 @@ type authEntry struct {
 
 // New returns a server for cfg.
 func New(cfg Config) (*Server, error) {
-	if cfg.Users == nil || cfg.Tree == nil {
-		return nil, errors.New("webdav: config needs Users and Tree")
+	if (cfg.Users == nil && cfg.Authenticate == nil) || cfg.Tree == nil {
+		return nil, errors.New("webdav: config needs Users or Authenticate, and Tree")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -298,10 +303,13 @@ func (b *bodyReader) failed() error {
 
 // errWriter adds the X-Quilt-Error header, the tree's error in a word
 // (ErrorCode), to a failed request's response: HTTP's statuses do not
-// tell "not a directory" from "not found".
+// tell "not a directory" from "not found". A write refused for the
+// user's quota is 507 Insufficient Storage (RFC 4918), with the quota's
+// message as the body.
 type errWriter struct {
 	http.ResponseWriter
-	fs *fileSystem
+	fs    *fileSystem
+	quota bool // the body is the quota error's, not x/net/webdav's
 }
 
 func (w *errWriter) WriteHeader(code int) {
@@ -312,16 +320,38 @@ func (w *errWriter) WriteHeader(code int) {
 		if c := ErrorCode(err); c != "" {
 			w.Header().Set("X-Quilt-Error", c)
 		}
+		if errors.Is(err, gateway.ErrQuota) {
+			code, w.quota = http.StatusInsufficientStorage, true
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.ResponseWriter.WriteHeader(code)
+			fmt.Fprintln(w.ResponseWriter, "quilt: "+strings.TrimPrefix(err.Error(), "gateway: "))
+			return
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
+func (w *errWriter) Write(p []byte) (int, error) {
+	if w.quota {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
 // authenticate returns the user whose name and password the request
-// carries, or nil.
+// carries (only Name and Bucket set when Authenticate is), or nil.
 func (s *Server) authenticate(r *http.Request) *sftp.User {
 	name, pw, ok := r.BasicAuth()
 	if !ok {
 		return nil
+	}
+	if s.cfg.Authenticate != nil {
+		bucket, err := s.cfg.Authenticate(r.Context(), name, pw)
+		if err != nil {
+			s.cfg.Logger.Warn("webdav: login refused", "user", name, "from", r.RemoteAddr, "err", err)
+			return nil
+		}
+		return &sftp.User{Name: name, Bucket: bucket}
 	}
 	us, err := s.cfg.Users()
 	if err != nil {

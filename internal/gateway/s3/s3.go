@@ -144,6 +144,9 @@ func mapErr(err error) *Error {
 		return s3err("InvalidArgument", 400, "Object keys must be UTF-8 without NUL characters.")
 	case errors.Is(err, gateway.ErrDenied):
 		return errDenied
+	case errors.Is(err, gateway.ErrQuota):
+		// 403, as Ceph's RGW answers: clients do not retry it.
+		return s3err("QuotaExceeded", 403, "The bucket's quota is exceeded: "+strings.TrimPrefix(err.Error(), "gateway: "))
 	case errors.Is(err, sharestore.ErrFull), errors.Is(err, placement.ErrUnhappy):
 		return errFull
 	case errors.Is(err, gateway.ErrNoGrid), errors.Is(err, object.ErrUnhappy), errors.Is(err, object.ErrUnavailable):

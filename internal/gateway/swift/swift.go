@@ -135,6 +135,9 @@ func mapErr(err error) *swiftError {
 		return serr(400, "Bad Request: "+strings.TrimPrefix(err.Error(), "gateway: "))
 	case errors.Is(err, gateway.ErrDenied):
 		return errForbidden
+	case errors.Is(err, gateway.ErrQuota):
+		// Swift's container and account quotas answer 413.
+		return serr(413, "Request Entity Too Large: "+strings.TrimPrefix(err.Error(), "gateway: "))
 	case errors.Is(err, gateway.ErrBadDigest):
 		return serr(422, "Unprocessable Entity: the ETag given does not match the MD5 of the body.")
 	case errors.Is(err, gateway.ErrIncomplete):

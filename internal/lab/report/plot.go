@@ -41,6 +41,15 @@ type Plot struct {
 
 	Series []Series
 
+	// YMin and YMax, if YMax > YMin, fix the Y axis's range instead of
+	// fitting it to the data (say 0 … 1 for a fraction); points outside
+	// are cut off. On a log Y axis YMin must be above 0.
+	YMin, YMax float64
+
+	// LegendBottom puts the legend at the bottom left rather than the
+	// top left, for curves that run along the top.
+	LegendBottom bool
+
 	// XTicks, if set, replaces the automatic ticks of the X axis, e.g.
 	// "64K", "1M", "128M" on a log size axis. Ticks outside the data range
 	// are not drawn.
@@ -100,10 +109,13 @@ func (p *Plot) render() (c *vgimg.Canvas, err error) {
 	pl.X.Label.Text = p.XLabel
 	pl.Y.Label.Text = p.YLabel
 	pl.Title.Padding = vg.Points(6)
-	pl.Legend.Top = true
+	pl.Legend.Top = !p.LegendBottom
 	pl.Legend.Left = true
 	pl.Legend.XOffs = vg.Points(8)
 	pl.Legend.YOffs = -vg.Points(2)
+	if p.LegendBottom {
+		pl.Legend.YOffs = vg.Points(2)
+	}
 	if p.LogX {
 		pl.X.Scale = plot.LogScale{}
 		pl.X.Tick.Marker = logTicks{}
@@ -163,6 +175,12 @@ func (p *Plot) render() (c *vgimg.Canvas, err error) {
 	}
 	if p.LogY {
 		widenLog(&pl.Y)
+	}
+	if p.YMax > p.YMin {
+		if p.LogY && p.YMin <= 0 {
+			return nil, fmt.Errorf("report: plot %q: Y range from %g on a log axis", p.Title, p.YMin)
+		}
+		pl.Y.Min, pl.Y.Max = p.YMin, p.YMax
 	}
 
 	// gonum/plot reports some impossible layouts by panicking; the checks

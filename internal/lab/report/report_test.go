@@ -334,6 +334,10 @@ func TestPlotSave(t *testing.T) {
 			LogX: true, LogY: true,
 			Series: []Series{{Name: "one", X: []float64{3}, Y: []float64{7}}},
 		}},
+		{"fixed-y-range", Plot{
+			Title: "Fractions", LogX: true, YMin: 0, YMax: 1.05, LegendBottom: true,
+			Series: []Series{{Name: "ok", X: []float64{1, 5, 25}, Y: []float64{1, 1, 0.92}}},
+		}},
 		{"narrow-log", Plot{
 			LogY:   true,
 			Series: []Series{{Name: "flat", X: []float64{1, 2, 3}, Y: []float64{150, 155, 160}}},
@@ -356,6 +360,10 @@ func TestPlotErrors(t *testing.T) {
 	dir := t.TempDir()
 	if err := (&Plot{Title: "empty"}).Save(filepath.Join(dir, "a.png")); !errors.Is(err, ErrNoSeries) {
 		t.Errorf("no series: %v, want ErrNoSeries", err)
+	}
+	zeroOnLog := &Plot{LogY: true, YMin: 0, YMax: 10, Series: []Series{{Name: "a", X: []float64{1, 2}, Y: []float64{1, 2}}}}
+	if err := zeroOnLog.Save(filepath.Join(dir, "r.png")); err == nil {
+		t.Error("a Y range from 0 on a log axis was drawn")
 	}
 	allGone := &Plot{LogY: true, Series: []Series{{Name: "z", X: []float64{1, 2}, Y: []float64{0, -1}}}}
 	if err := allGone.Save(filepath.Join(dir, "b.png")); !errors.Is(err, ErrNoData) {

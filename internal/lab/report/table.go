@@ -58,21 +58,46 @@ func (t *Table) check() error {
 // and returns the two paths. Existing files are replaced. NAME must be a
 // plain file name (no path separator).
 func Write(dir, name string, t *Table) (csvPath, mdPath string, err error) {
+	return WriteSet(dir, name, t, t)
+}
+
+// WriteSet is Write for an experiment whose data is one long table and
+// whose readable form is several: data goes to DIR/NAME.csv and views,
+// one after the other with a blank line between, to DIR/NAME.md.
+func WriteSet(dir, name string, data *Table, views ...*Table) (csvPath, mdPath string, err error) {
 	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
 		return "", "", fmt.Errorf("report: invalid output name %q", name)
 	}
-	if err := t.check(); err != nil {
-		return "", "", err
+	for _, t := range append([]*Table{data}, views...) {
+		if err := t.check(); err != nil {
+			return "", "", err
+		}
+	}
+	if len(views) == 0 {
+		return "", "", fmt.Errorf("report: %s: no tables for the Markdown", name)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", fmt.Errorf("report: %w", err)
 	}
 	csvPath = filepath.Join(dir, name+".csv")
 	mdPath = filepath.Join(dir, name+".md")
-	if err := writeFile(csvPath, t.WriteCSV); err != nil {
+	if err := writeFile(csvPath, data.WriteCSV); err != nil {
 		return "", "", err
 	}
-	if err := writeFile(mdPath, t.WriteMarkdown); err != nil {
+	md := func(w io.Writer) error {
+		for i, t := range views {
+			if i > 0 {
+				if _, err := io.WriteString(w, "\n"); err != nil {
+					return fmt.Errorf("report: markdown: %w", err)
+				}
+			}
+			if err := t.WriteMarkdown(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := writeFile(mdPath, md); err != nil {
 		return "", "", err
 	}
 	return csvPath, mdPath, nil

@@ -1,0 +1,265 @@
+// Headless Chromium against the web app of `quilt up` (run by run.sh):
+// a failed login, then a login; a folder uploaded by a drop event whose
+// DataTransfer carries the folder's File objects, with the progress
+// watched to 100%; the files listed; one downloaded and compared byte
+// for byte; a rename; a delete to the trash and a restore; a 20 MiB
+// upload broken off by a page reload and resumed from the chunk the
+// server has; another user
+// changing the URL to reach the first user's files; the admin's grid and
+// storage pages; the app at a phone's
+// viewport (390x844); and a flow by the keyboard only.
+//
+// The drop: Playwright cannot start an operating system drag, and a
+// DataTransfer made by a script gives no FileSystemEntry
+// (webkitGetAsEntry() is null). So the script picks the folder with
+// setInputFiles on a <input webkitdirectory> of its own, which gives the
+// browser's File objects with their webkitRelativePath, puts them in a
+// new DataTransfer, and dispatches dragenter, dragover and drop on the
+// app's drop zone: the app's drop handler runs as for a real drop, and
+// takes the folder's paths from webkitRelativePath.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const base = process.env.QUILT_WEB_URL.replace(/\/$/, '');
+const user = process.env.QUILT_USER;
+const password = process.env.QUILT_PASSWORD;
+const bobPassword = process.env.QUILT_BOB_PASSWORD;
+const work = process.env.QUILT_WORK;
+
+const deadline = setTimeout(() => { console.error('browser test: timed out after 200 s'); process.exit(1); }, 200_000);
+
+function check(cond, what) {
+  if (!cond) throw new Error(what);
+  console.log('ok:', what.split(':')[0]);
+}
+
+// The folder to upload: a text file, a binary of several chunks' worth of
+// progress events, and a file in a subfolder.
+const dir = join(work, 'album');
+mkdirSync(join(dir, 'sub'), { recursive: true });
+const files = {
+  'album/notes.txt': Buffer.from('notes from the browser <b>bold</b>\n'),
+  'album/photo.bin': randomBytes(3 * 1024 * 1024 + 17),
+  'album/sub/deep.txt': Buffer.from('deep\n'),
+};
+for (const [p, d] of Object.entries(files)) writeFileSync(join(work, p), d);
+
+async function login(page, name, pw) {
+  await page.goto(base + '/login');
+  await page.fill('#user', name);
+  await page.fill('#password', pw);
+  await Promise.all([page.waitForNavigation(), page.click('form.login button[type=submit]')]);
+}
+
+let browser;
+try {
+  browser = await chromium.launch({
+    executablePath: process.env.QUILT_CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  const ctx = await browser.newContext({ acceptDownloads: true });
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(60_000);
+
+  // 1. Not logged in: the login form. A wrong password: a clear error.
+  let r = await page.goto(base + '/files/' + user + '/');
+  check(page.url().startsWith(base + '/login?next='), `not logged in: sent to the login form: ${page.url()}`);
+  await page.fill('#user', user);
+  await page.fill('#password', 'not the password');
+  await Promise.all([page.waitForNavigation(), page.click('form.login button[type=submit]')]);
+  const err = await page.textContent('#login-error');
+  check(err.includes('Wrong user name or password.'), `failed login shows an error: ${err}`);
+
+  // 2. Log in: back to where we were going.
+  await page.fill('#password', password);
+  await Promise.all([page.waitForNavigation(), page.click('form.login button[type=submit]')]);
+  check(page.url() === base + '/files/' + user + '/', `login: at the drive: ${page.url()}`);
+
+  // 3. A folder dropped: the drop event carries the folder's files.
+  await page.evaluate(() => {
+    const i = document.createElement('input');
+    i.type = 'file';
+    i.id = 'test-folder';
+    i.webkitdirectory = true;
+    i.multiple = true;
+    i.style.display = 'none';
+    document.body.append(i);
+  });
+  await page.setInputFiles('#test-folder', dir);
+  const seen = [];
+  await page.exposeFunction('quiltProgress', (v) => seen.push(v));
+  const n = await page.evaluate(() => {
+    const files = document.getElementById('test-folder').files;
+    const dt = new DataTransfer();
+    for (const f of files) dt.items.add(f);
+    new MutationObserver(() => window.quiltProgress(document.getElementById('total-progress').value))
+      .observe(document.getElementById('total-text'), { childList: true, characterData: true, subtree: true });
+    const zone = document.getElementById('dropzone');
+    for (const type of ['dragenter', 'dragover', 'drop']) {
+      zone.dispatchEvent(new DragEvent(type, { bubbles: true, cancelable: true, dataTransfer: dt }));
+    }
+    return files.length;
+  });
+  check(n === 3, `the drop carries the folder's 3 files: ${n}`);
+  await page.waitForFunction(() => document.getElementById('total-progress').value === 100, null, { timeout: 120_000 });
+  const total = await page.textContent('#total-text');
+  check(total.includes('3 of 3 files') && total.includes('(100%)') && !total.includes('failed'), `upload progress reaches 100%: ${total}`);
+  const fileBars = await page.$$eval('#file-progress progress', (ps) => ps.map((p) => p.value));
+  check(fileBars.length === 3 && fileBars.every((v) => v === 100), `every file's progress at 100%: ${fileBars}`);
+  check(seen.some((v) => v > 0 && v < 100), `progress seen between 0 and 100%: ${[...new Set(seen)].join(',')}`);
+
+  // 4. The files listed (the listing refreshed in place, then the folder).
+  await page.waitForSelector(`#listing a[href="/files/${user}/album/"]`);
+  await page.click(`#listing a[href="/files/${user}/album/"]`);
+  await page.waitForURL(base + `/files/${user}/album/`);
+  const names = await page.$$eval('#listing td.name a', (as) => as.map((a) => a.textContent));
+  check(JSON.stringify(names) === JSON.stringify(['sub/', 'notes.txt', 'photo.bin']), `the folder lists its files: ${names}`);
+
+  // 5. Download one and compare bytes.
+  await page.click('#listing a:text("photo.bin")');
+  await page.waitForURL(base + `/files/${user}/album/photo.bin`);
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#download')]);
+  const got = readFileSync(await dl.path());
+  check(got.equals(files['album/photo.bin']), `download is byte for byte the upload: ${got.length} bytes`);
+  await page.goto(base + `/files/${user}/album/notes.txt`);
+  const pre = await page.textContent('#text-preview');
+  check(pre === files['album/notes.txt'].toString() && (await page.$('#text-preview b')) === null, `text preview, escaped: ${pre}`);
+
+  // 6. Rename.
+  await page.goto(base + `/files/${user}/album/`);
+  await page.click('a.act:has-text("Rename notes.txt")');
+  await page.fill('#to', '/album/renamed.txt');
+  await Promise.all([page.waitForNavigation(), page.click('form.stack button[type=submit]')]);
+  let listed = await page.$$eval('#listing td.name a', (as) => as.map((a) => a.textContent));
+  check(listed.includes('renamed.txt') && !listed.includes('notes.txt'), `rename: ${listed}`);
+
+  // 7. Delete to the trash, then restore.
+  await Promise.all([page.waitForNavigation(), page.click('button.danger:has-text("Delete renamed.txt")')]);
+  listed = await page.$$eval('#listing td.name a', (as) => as.map((a) => a.textContent));
+  check(!listed.includes('renamed.txt'), `delete: gone from the folder: ${listed}`);
+  await page.goto(base + '/trash');
+  const trashRow = await page.textContent('#trash tbody');
+  check(trashRow.includes('renamed.txt') && trashRow.includes('/album/renamed.txt'), `delete: in the trash with where it was`);
+  await Promise.all([page.waitForNavigation(), page.click('button:has-text("Restore renamed.txt")')]);
+  check(page.url() === base + `/files/${user}/album/`, `restore: back in its folder: ${page.url()}`);
+  listed = await page.$$eval('#listing td.name a', (as) => as.map((a) => a.textContent));
+  check(listed.includes('renamed.txt'), `restore: listed again: ${listed}`);
+  const back = await page.evaluate(async (u) => (await fetch(u)).text(), base + `/download/${user}/album/renamed.txt`);
+  check(back === files['album/notes.txt'].toString(), `restore: the same bytes`);
+
+  // 7b. A large upload broken off by a page reload resumes where the
+  // server is: the first 8 MiB chunk arrives, the second is cut (the
+  // requests aborted, the page's retries too) and the page reloaded; picking the same file again
+  // goes on from 8 MiB (the upload's ID kept in localStorage).
+  const bigPath = join(work, 'big.bin');
+  const big = randomBytes(20 * 1024 * 1024 + 5);
+  writeFileSync(bigPath, big);
+  await page.goto(base + `/files/${user}/album/`);
+  let cut = null;
+  await page.route('**/api/uploads/*?offset=*', (route) => {
+    const off = Number(new URL(route.request().url()).searchParams.get('offset'));
+    if (off > 0) {
+      cut = cut || off;
+      route.abort();
+      return;
+    }
+    route.continue();
+  });
+  await page.setInputFiles('#pick-files', bigPath);
+  await page.waitForFunction(() => Object.keys(localStorage).some((k) => k.startsWith('quilt-upload:')));
+  for (let i = 0; i < 600 && !cut; i++) await new Promise((res) => setTimeout(res, 100));
+  check(cut === 8 * 1024 * 1024, `large upload cut at the second chunk: offset ${cut}`);
+  await page.reload();
+  await page.unroute('**/api/uploads/*?offset=*');
+  await page.setInputFiles('#pick-files', bigPath);
+  await page.waitForFunction(() => document.getElementById('total-progress').value === 100, null, { timeout: 120_000 });
+  const resumed = await page.getAttribute('#file-progress li', 'data-resumed');
+  check(resumed === String(8 * 1024 * 1024), `after the reload the upload resumed at 8 MiB: ${resumed}`);
+  check(await page.evaluate(() => !Object.keys(localStorage).some((k) => k.startsWith('quilt-upload:'))), `the finished upload's ID left localStorage`);
+  const bigBack = await page.evaluate(async (u) => {
+    const b = new Uint8Array(await (await fetch(u)).arrayBuffer());
+    const d = await crypto.subtle.digest('SHA-256', b);
+    return [b.length, Array.from(new Uint8Array(d)).map((x) => x.toString(16).padStart(2, '0')).join('')];
+  }, base + `/download/${user}/album/big.bin`);
+  const { createHash } = await import('node:crypto');
+  check(bigBack[0] === big.length && bigBack[1] === createHash('sha256').update(big).digest('hex'), `the resumed upload is byte for byte the file: ${bigBack[0]} bytes`);
+
+  // 8. Another user changes the URL: refused, and nothing of the file shows.
+  const bobCtx = await browser.newContext();
+  const bob = await bobCtx.newPage();
+  await login(bob, 'bob', bobPassword);
+  check(bob.url() === base + '/files/bob/', `bob logs in to his own drive: ${bob.url()}`);
+  for (const path of [`/files/${user}/album/`, `/files/${user}/album/renamed.txt`, `/download/${user}/album/photo.bin`, `/zip/${user}/album/`]) {
+    r = await bob.goto(base + path);
+    const body = await bob.textContent('body');
+    check(r.status() === 403 && body.includes('These are not your files.') && !body.includes('renamed.txt'), `another user's URL ${path}: ${r.status()}`);
+  }
+  const bobList = await bob.goto(base + '/files/bob/').then(() => bob.textContent('#listing'));
+  check(bobList.includes('This folder is empty.'), `bob's drive does not show the other's files`);
+  r = await bob.goto(base + '/grid');
+  check(r.status() === 403, `the grid page is for admins: bob gets ${r.status()}`);
+  await bobCtx.close();
+
+  // 8b. The admin's grid page shows quilt up's 10 nodes; the storage page
+  // what the drive holds.
+  r = await page.goto(base + '/grid');
+  const states = await page.$$eval('td.state', (tds) => tds.map((td) => td.textContent));
+  check(r.status() === 200 && states.length === 10 && states.every((s) => s === 'alive'), `grid page: ${states.length} nodes: ${states}`);
+  check((await page.textContent('.verdict')).includes('healthy'), `grid page: healthy`);
+  await page.goto(base + '/storage');
+  const used = await page.textContent('#used');
+  check(/Used: 2[0-9]\.[0-9]? MB|Used: 2[0-9] MB/.test(used), `storage page: ${used}`);
+
+  // 9. A phone's viewport: nothing wider than the screen, the actions there.
+  const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 3 });
+  const pp = await phone.newPage();
+  await login(pp, user, password);
+  await pp.goto(base + `/files/${user}/album/`);
+  const width = await pp.evaluate(() => document.documentElement.scrollWidth);
+  check(width <= 390, `phone: no sideways scrolling: ${width}px`);
+  for (const sel of ['#dropzone', 'label[for=pick-files]', '#listing', 'button:has-text("Delete photo.bin")', 'a:has-text("Rename photo.bin")']) {
+    const box = await pp.locator(sel).first().boundingBox();
+    check(box && box.x >= 0 && box.x + box.width <= 391 && box.height >= 20, `phone: ${sel} on screen: ${JSON.stringify(box)}`);
+  }
+  await phone.close();
+
+  // 10. By keyboard only: log in, make a folder, open it.
+  const kb = await browser.newContext();
+  const kp = await kb.newPage();
+  await kp.goto(base + '/login');
+  const focused = () => kp.evaluate(() => document.activeElement && (document.activeElement.id || document.activeElement.textContent.trim()));
+  check(await focused() === 'user', `keyboard: the user field has the focus`);
+  await kp.keyboard.type(user);
+  await kp.keyboard.press('Tab');
+  check(await focused() === 'password', `keyboard: Tab to the password`);
+  await kp.keyboard.type(password);
+  await Promise.all([kp.waitForNavigation(), kp.keyboard.press('Enter')]);
+  check(kp.url() === base + `/files/${user}/`, `keyboard: logged in: ${kp.url()}`);
+  async function tabTo(want, max = 60) {
+    for (let i = 0; i < max; i++) {
+      await kp.keyboard.press('Tab');
+      const f = await focused();
+      if (f === want) return true;
+    }
+    return false;
+  }
+  check(await tabTo('newdir'), `keyboard: Tab reaches the new folder field`);
+  const outline = await kp.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+  check(outline !== 'none', `keyboard: the focus is visible: outline ${outline}`);
+  await kp.keyboard.type('by-keyboard');
+  await Promise.all([kp.waitForNavigation(), kp.keyboard.press('Enter')]);
+  const flash = await kp.textContent('.flash');
+  check(flash.includes('Made the folder by-keyboard'), `keyboard: folder made: ${flash}`);
+  check(await tabTo('by-keyboard/'), `keyboard: Tab reaches the new folder's link`);
+  await Promise.all([kp.waitForNavigation(), kp.keyboard.press('Enter')]);
+  check(kp.url() === base + `/files/${user}/by-keyboard/`, `keyboard: opened the folder: ${kp.url()}`);
+  await kb.close();
+
+  console.log('browser test: all passed');
+} finally {
+  clearTimeout(deadline);
+  if (browser) await browser.close();
+}
