@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/quilt-grid/quilt/internal/bulk"
 )
@@ -23,8 +27,9 @@ gateway's S3 API: many files and many parts of each file at once,
 resumable, every byte checked by SHA-256 end to end.
 
   s3://BUCKET/KEY   an object (s3://BUCKET/PREFIX/ with -r)
-  drive:PATH        a path in your drive (the bucket of --drive, else
-                    $QUILT_DRIVE, else "files")
+  drive:PATH        a path in your drive: the bucket of --drive, else
+                    $QUILT_DRIVE, else the only bucket the access key
+                    reaches (an account's key: its home), else "files"
   anything else     a local path
 
 A file copied to a directory (a local one that exists, or a path or key
@@ -60,20 +65,18 @@ func runCp(ctx context.Context, args []string) error {
 	verbose := fs.Bool("v", false, "say what happens to each file: skipped, resumed, verified how")
 	var ep endpointFlags
 	ep.register(fs)
-	drive := fs.String("drive", "", "the bucket drive: paths name (default $QUILT_DRIVE, else \"files\")")
+	drive := fs.String("drive", "", "the bucket drive: paths name (default $QUILT_DRIVE, else the access key's one bucket, its account's home, else \"files\")")
 	state := fs.String("state", "", "directory of upload checkpoints (default $XDG_CACHE_HOME/quilt/cp, ~/.cache/quilt/cp)")
 	if err := parseArgs(fs, args, 2); err != nil {
 		return err
 	}
-	src, err := bulk.Parse(fs.Arg(0), driveBucket(*drive))
-	if err != nil {
-		return err
-	}
-	dst, err := bulk.Parse(fs.Arg(1), driveBucket(*drive))
-	if err != nil {
-		return err
+	for _, a := range fs.Args() { // the syntax, before the gateway is asked where the drive is
+		if _, err := bulk.Parse(a, "drive"); err != nil {
+			return err
+		}
 	}
 	cfg := bulk.Config{Parallel: *parallel, Files: *files, DryRun: *dryRun}
+	var err error
 	if cfg.PartSize, err = parseSize(*partSize); err != nil {
 		return fmt.Errorf("--part-size: %w", err)
 	}
@@ -95,6 +98,20 @@ func runCp(ctx context.Context, args []string) error {
 		return err
 	}
 	client, err := bulk.NewClient(e)
+	if err != nil {
+		return err
+	}
+	driveName := ""
+	if strings.HasPrefix(fs.Arg(0), "drive:") || strings.HasPrefix(fs.Arg(1), "drive:") {
+		if driveName, err = driveBucket(ctx, *drive, client); err != nil {
+			return err
+		}
+	}
+	src, err := bulk.Parse(fs.Arg(0), driveName)
+	if err != nil {
+		return err
+	}
+	dst, err := bulk.Parse(fs.Arg(1), driveName)
 	if err != nil {
 		return err
 	}
@@ -139,17 +156,35 @@ func runCp(ctx context.Context, args []string) error {
 	return err
 }
 
-// driveBucket is the bucket that drive: paths name: flag (--drive), else
-// $QUILT_DRIVE, else "files" (the bucket of the user that 'quilt up'
-// makes for WebDAV and SFTP).
-func driveBucket(flag string) string {
+// driveBucket is the bucket that drive: paths name: flag (--drive),
+// else $QUILT_DRIVE, else the only bucket the access key may read (an
+// account's key reaches its home bucket, home-NAME, alone), else
+// "files" (the home of the account 'quilt up' makes first) if the key
+// may read it.
+func driveBucket(ctx context.Context, flag string, client *s3.Client) (string, error) {
 	if flag != "" {
-		return flag
+		return flag, nil
 	}
 	if b := os.Getenv("QUILT_DRIVE"); b != "" {
-		return b
+		return b, nil
 	}
-	return "files"
+	out, err := client.ListBuckets(ctx, &s3.ListBucketsInput{})
+	if err != nil {
+		return "", fmt.Errorf("finding your drive (the buckets of this key): %w", err)
+	}
+	var names []string
+	for _, b := range out.Buckets {
+		names = append(names, aws.ToString(b.Name))
+	}
+	switch {
+	case len(names) == 1:
+		return names[0], nil
+	case slices.Contains(names, "files"):
+		return "files", nil
+	case len(names) == 0:
+		return "", errors.New("this access key reaches no bucket, so it has no drive: use s3://BUCKET/KEY, or --drive BUCKET")
+	}
+	return "", fmt.Errorf("this access key reaches %d buckets (%s): say which is your drive with --drive BUCKET or $QUILT_DRIVE", len(names), strings.Join(names, ", "))
 }
 
 // cpStateDir is the default directory of upload checkpoints.

@@ -34,6 +34,7 @@ import (
 // (the gate), so a test can SIGKILL a `quilt cp` process with a known
 // number of parts done.
 type cpGateway struct {
+	gw               *gateway.Gateway
 	url, key, secret string
 	client           *s3.Client
 
@@ -59,7 +60,7 @@ func newCpGateway(t *testing.T) *cpGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cg := &cpGateway{key: k.ID, secret: k.Secret, pass: -1, gate: make(chan struct{})}
+	cg := &cpGateway{gw: gw, key: k.ID, secret: k.Secret, pass: -1, gate: make(chan struct{})}
 	h := s3api.New(gw, s3api.Options{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -300,9 +301,8 @@ func TestCpCommandErrors(t *testing.T) {
 }
 
 // The endpoint comes from the flags, else the environment (when it names
-// an endpoint), else the s3.env of 'quilt up'; drive: from --drive, else
-// $QUILT_DRIVE, else "files".
-func TestCpEndpointAndDrive(t *testing.T) {
+// an endpoint), else the s3.env of 'quilt up'.
+func TestCpEndpoint(t *testing.T) {
 	h := t.TempDir()
 	t.Setenv("QUILT_HOME", h)
 	t.Setenv("AWS_ENDPOINT_URL", "")
@@ -328,16 +328,60 @@ func TestCpEndpointAndDrive(t *testing.T) {
 	if e, err := f.endpoint(); err != nil || e.URL != "http://127.0.0.1:1" || e.KeyID != "flagkey" || e.Secret != "envsecret" {
 		t.Fatalf("flags over the environment: %+v %v", e, err)
 	}
+}
+
+// drive: is --drive, else $QUILT_DRIVE, else the one bucket the key
+// reaches (an account's key: its home), else "files" among several,
+// else an error naming them.
+func TestCpDriveBucket(t *testing.T) {
+	cg := newCpGateway(t)
+	ctx := t.Context()
 	t.Setenv("QUILT_DRIVE", "")
-	if b := driveBucket(""); b != "files" {
-		t.Errorf("default drive %q", b)
+	admin := cg.client // reaches every bucket: "data" alone so far
+	if b, err := driveBucket(ctx, "", admin); err != nil || b != "data" {
+		t.Fatalf("the admin key with one bucket: %q %v", b, err)
 	}
-	t.Setenv("QUILT_DRIVE", "alice-home")
-	if b := driveBucket(""); b != "alice-home" {
-		t.Errorf("$QUILT_DRIVE drive %q", b)
+	for _, name := range []string{"home-alice", "more"} {
+		if _, err := admin.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if b := driveBucket("photos"); b != "photos" {
-		t.Errorf("--drive %q", b)
+	if _, err := driveBucket(ctx, "", admin); err == nil || !strings.Contains(err.Error(), "--drive") || !strings.Contains(err.Error(), "home-alice") {
+		t.Fatalf("several buckets, none named files: %v", err)
+	}
+	if _, err := admin.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("files")}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := driveBucket(ctx, "", admin); err != nil || b != "files" {
+		t.Fatalf("several buckets with files: %q %v", b, err)
+	}
+	// A key that reaches its home alone, as 'quilt user add' makes.
+	k, err := cg.gw.CreateKey(ctx, false, map[string]gateway.Perm{"home-alice": gateway.Owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := bulk.NewClient(bulk.Endpoint{URL: cg.url, KeyID: k.ID, Secret: k.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := driveBucket(ctx, "", alice); err != nil || b != "home-alice" {
+		t.Fatalf("an account's key: %q %v", b, err)
+	}
+	t.Setenv("QUILT_DRIVE", "more")
+	if b, err := driveBucket(ctx, "", alice); err != nil || b != "more" {
+		t.Errorf("$QUILT_DRIVE: %q %v", b, err)
+	}
+	if b, err := driveBucket(ctx, "photos", alice); err != nil || b != "photos" {
+		t.Errorf("--drive: %q %v", b, err)
+	}
+	nobody, err := cg.gw.CreateKey(ctx, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("QUILT_DRIVE", "")
+	c, _ := bulk.NewClient(bulk.Endpoint{URL: cg.url, KeyID: nobody.ID, Secret: nobody.Secret})
+	if _, err := driveBucket(ctx, "", c); err == nil || !strings.Contains(err.Error(), "no bucket") {
+		t.Errorf("a key of no bucket: %v", err)
 	}
 }
 
