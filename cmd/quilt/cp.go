@@ -51,7 +51,8 @@ environment when AWS_ENDPOINT_URL is set, else the s3.env that 'quilt
 up' writes ($QUILT_HOME/grid/gateway/s3.env).
 
 Exit status: 0 when every file was copied or found identical, 1 when
-any failed (each is named; the rest were copied), 2 for bad arguments.`
+any failed (each is named; the rest were copied) or the copy was
+interrupted, 2 for bad arguments.`
 
 func runCp(ctx context.Context, args []string) error {
 	fs := newFlagSet("cp", cpUsage)
@@ -120,6 +121,9 @@ func runCp(ctx context.Context, args []string) error {
 		return err
 	}
 	ts, err := c.Plan(ctx, src, dst, *recursive)
+	if err != nil && ctx.Err() != nil {
+		return errInterrupted
+	}
 	if err != nil {
 		return err
 	}
