@@ -150,6 +150,8 @@ func hint(err error) string {
 		return "add nodes or free space, or lower --happy (and --n)"
 	case errors.Is(err, bulk.ErrNoBucket):
 		return "make the bucket first (. ~/.quilt/grid/gateway/s3.env; aws s3 mb s3://NAME), or check its name"
+	case errors.Is(err, bulk.ErrUnreachable):
+		return "is the gateway running ('quilt up' starts one)? the endpoint comes from --endpoint, $AWS_ENDPOINT_URL or s3.env ('quilt cp -h')"
 	case errors.Is(err, bulk.ErrAccess):
 		return "the access key is unknown, its secret wrong, or it may not use this bucket: see 'quilt key list' and s3.env"
 	case strings.Contains(err.Error(), identity.ErrNotInGrid.Error()):

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -297,6 +298,20 @@ func TestCopyErrors(t *testing.T) {
 	}
 	if _, err := f.cp(t, bad, filepath.Join(dir, "sub", "f"), "s3://data/x", false); !errors.Is(err, bulk.ErrAccess) {
 		t.Errorf("wrong secret: %v, want ErrAccess", err)
+	}
+	// Nothing listens on a port just closed.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	gone, err := bulk.New(mustClient(t, bulk.Endpoint{URL: closed, KeyID: f.key, Secret: f.secret}), bulk.Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cp(t, gone, filepath.Join(dir, "sub", "f"), "s3://data/x", false); !errors.Is(err, bulk.ErrUnreachable) || !strings.Contains(err.Error(), closed) {
+		t.Errorf("no gateway: %v, want ErrUnreachable naming %s", err, closed)
 	}
 	if _, err := bulk.NewClient(bulk.Endpoint{URL: f.url}); !errors.Is(err, bulk.ErrNoCredentials) {
 		t.Errorf("no keys: %v", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -34,7 +35,7 @@ type Endpoint struct {
 // (the x-amz-checksum-sha256 of each body is what protects it, and the
 // body is read once more only to hash it), no checksums added or
 // validated by the SDK itself (the copier sends and checks its own), and
-// the SDK's retries of throttling and 5xx answers.
+// the SDK's retries of throttling, 5xx answers and broken connections.
 func NewClient(e Endpoint) (*s3.Client, error) {
 	if e.URL == "" || e.KeyID == "" || e.Secret == "" {
 		return nil, ErrNoCredentials
@@ -68,7 +69,12 @@ func NewClient(e Endpoint) (*s3.Client, error) {
 		HTTPClient:                 &http.Client{Transport: rt},
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-		RetryMaxAttempts:           5,
+		// Five attempts, at most 5 s apart (the SDK's 20 s is long to wait
+		// for a gateway that is not there; an interrupted copy resumes).
+		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 5
+			o.MaxBackoff = 5 * time.Second
+		}),
 		APIOptions:                 []func(*middleware.Stack) error{v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware},
 	}), nil
 }

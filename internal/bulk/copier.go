@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -50,6 +51,9 @@ var (
 	// ErrChecksum is data whose SHA-256 (or MD5) is not the one recorded
 	// for it. Nothing is left at the destination.
 	ErrChecksum = errors.New("bulk: checksum mismatch")
+	// ErrUnreachable is a gateway that does not answer: nothing listens
+	// at the endpoint, or the network is down.
+	ErrUnreachable = errors.New("bulk: cannot reach the gateway")
 	// ErrChanged is a source that changed while it was being copied.
 	ErrChanged = errors.New("bulk: source changed during the copy")
 )
@@ -295,7 +299,9 @@ func (c *Copier) listSizes(ctx context.Context, bucket, prefix string) (map[stri
 
 // checkBucket makes sure the bucket exists and the key may use it.
 func (c *Copier) checkBucket(ctx context.Context, bucket string) error {
-	if _, err := c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &bucket}); err != nil {
+	// Two attempts only: the first request tells a missing gateway
+	// quickly; those of the copy itself are retried more.
+	if _, err := c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &bucket}, func(o *s3.Options) { o.RetryMaxAttempts = 2 }); err != nil {
 		return c.remoteErr(err, bucket, "")
 	}
 	return nil
@@ -315,7 +321,10 @@ func (c *Copier) remoteErr(err error, bucket, key string) error {
 	if errors.As(err, &re) {
 		status = re.HTTPStatusCode()
 	}
+	var oe *net.OpError
 	switch {
+	case status == 0 && errors.As(err, &oe) && oe.Op == "dial":
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, aws.ToString(c.s3.Options().BaseEndpoint), oe)
 	case code == "NoSuchBucket" || (key == "" && status == http.StatusNotFound):
 		return fmt.Errorf("%w: %s", ErrNoBucket, bucket)
 	case code == "NoSuchKey" || status == http.StatusNotFound:
