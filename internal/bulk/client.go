@@ -75,6 +75,6 @@ func NewClient(e Endpoint) (*s3.Client, error) {
 			o.MaxAttempts = 5
 			o.MaxBackoff = 5 * time.Second
 		}),
-		APIOptions:                 []func(*middleware.Stack) error{v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware},
+		APIOptions: []func(*middleware.Stack) error{v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware},
 	}), nil
 }
