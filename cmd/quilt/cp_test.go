@@ -324,6 +324,19 @@ func TestCpEndpoint(t *testing.T) {
 	if e, err := f.endpoint(); err != nil || e.URL != "https://gw.example.org" || e.KeyID != "envkey" || e.CABundle != "/ca.pem" {
 		t.Fatalf("from the environment: %+v %v", e, err)
 	}
+	// The gateway directory 'quilt up' recorded in config.json wins over
+	// the default place.
+	gwDir := filepath.Join(h, "elsewhere")
+	os.MkdirAll(gwDir, 0o700)
+	os.WriteFile(filepath.Join(gwDir, "s3.env"), []byte("export AWS_ENDPOINT_URL=http://127.0.0.1:7781\nexport AWS_ACCESS_KEY_ID=k2\nexport AWS_SECRET_ACCESS_KEY=s2\n"), 0o600)
+	if err := saveConfig(clientConfig{Grid: "quilt://x@127.0.0.1:1", Gateway: gwDir}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	if e, err := f.endpoint(); err != nil || e.URL != "http://127.0.0.1:7781" || e.KeyID != "k2" {
+		t.Fatalf("from config.json's gateway: %+v %v", e, err)
+	}
+	t.Setenv("AWS_ENDPOINT_URL", "https://gw.example.org")
 	f.key, f.url = "flagkey", "http://127.0.0.1:1"
 	if e, err := f.endpoint(); err != nil || e.URL != "http://127.0.0.1:1" || e.KeyID != "flagkey" || e.Secret != "envsecret" {
 		t.Fatalf("flags over the environment: %+v %v", e, err)
