@@ -65,8 +65,8 @@ type Config struct {
 	Parallel int      // parts or small files in flight in total; default DefaultParallel
 	Files    int      // files in flight; default DefaultFiles
 	Limiter  *Limiter // total bandwidth limit across every stream; nil: none
-	// StateDir holds the checkpoints of uploads in progress (required
-	// for uploads larger than one part).
+	// StateDir holds the checkpoints and locks of uploads in progress;
+	// without it every file is sent in one PutObject, not resumable.
 	StateDir string
 	DryRun   bool // say what would be copied, copy nothing
 	// Progress is told of bytes sent or received as they pass; nil:
