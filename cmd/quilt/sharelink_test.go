@@ -19,7 +19,6 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/object"
-	"github.com/quilt-grid/quilt/internal/sftp"
 	"github.com/quilt-grid/quilt/internal/sharelink"
 	"github.com/quilt-grid/quilt/internal/testgrid"
 )
@@ -30,7 +29,7 @@ import (
 // file and a folder's zip, unlocks a password link with a cookie jar as a
 // browser does, and uploads through an upload link (the file then reads
 // back over WebDAV); a revoked link answers 404; a stranger's password
-// makes no link; a folder shared with a second user reads with theirs.
+// makes no link; a folder shared with a second account reads with theirs.
 func TestShareLinksEndToEnd(t *testing.T) {
 	g := testgrid.New(t, testgrid.Options{Nodes: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -174,19 +173,9 @@ func TestShareLinksEndToEnd(t *testing.T) {
 		t.Fatalf("revoked: %d", code)
 	}
 
-	// A folder shared with another user of the users file, who reads it
-	// with their own password.
-	line, err := sftp.PasswordLine("bob", "bob-files", "bobs password")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, webdavUsersFile), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString(line + "\n")
-	f.Close()
-	if err := gw.CreateBucket(ctx, "bob-files", ""); err != nil {
+	// A folder shared with another account, who reads it with their own
+	// password.
+	if _, _, err := gw.CreateUser(ctx, gateway.NewUser{Name: "bob", Password: "bobs password"}); err != nil {
 		t.Fatal(err)
 	}
 	code, _, b = call(client, "POST", base+"/api/shares/grants", strings.NewReader(`{"path":"/docs","with":"user:bob"}`), api, true)
