@@ -54,6 +54,7 @@ test:
 	./test/sftp-clients.sh
 	./test/webdav-clients.sh
 	./test/owncloud-clients.sh
+	./test/cp-clients.sh
 	./test/webapp-browser/run.sh
 	./test/mount-clients.sh
 	./test/volume-clients.sh
