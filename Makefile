@@ -38,8 +38,8 @@ run: build
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
 ## Chromium), Swift (swift CLI, swiftclient, swift-bench; two regions of
 ## gateway processes, one pair behind haproxy) and SFTP (sftp,
-## scp, sshfs), WebDAV (litmus, cadaver, rclone), the web app (headless
-## Chromium), the FUSE mount (cp, diff,
+## scp, sshfs), WebDAV (litmus, cadaver, rclone), quilt cp (beside
+## awscli and WebDAV), the web app (headless Chromium), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
 test:
