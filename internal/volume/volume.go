@@ -155,6 +155,9 @@ type Config struct {
 	StateDir string
 	// JournalExtents bounds each journal; default DefaultJournalExtents.
 	JournalExtents int
+	// ReadCache bounds the decoded extent data each open volume keeps for
+	// reads, in bytes; default DefaultReadCache, negative for none.
+	ReadCache int64
 	// Leases keeps the writers' leases, one record per volume open for
 	// writing, so that one Manager at a time writes a volume. Optional:
 	// without it, Open takes no lease (for readers such as an export).
@@ -188,6 +191,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.JournalExtents <= 0 {
 		cfg.JournalExtents = DefaultJournalExtents
+	}
+	if cfg.ReadCache == 0 {
+		cfg.ReadCache = DefaultReadCache
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
@@ -315,6 +321,9 @@ func (m *Manager) Open(ctx context.Context, name string) (*Volume, error) {
 		return nil, err
 	}
 	v := &Volume{m: m, info: in, cur: map[int64]string{}, dirty: map[int64]*slot{}, refs: 1}
+	if m.cfg.ReadCache > 0 {
+		v.cache = newSegCache(m.cfg.ReadCache)
+	}
 	for k, c := range in.Extents {
 		v.cur[k] = c
 	}
@@ -356,6 +365,7 @@ type Volume struct {
 	chg   bool             // cur differs from info.Extents
 	err   error            // set when closed
 	lease *lease           // the writer's lease, if the Manager keeps leases
+	cache *segCache        // decoded segments of stored extents; nil: none
 }
 
 // slot is a dirty extent's place in the journal and which sectors of it
@@ -403,14 +413,18 @@ func (v *Volume) ReadAt(ctx context.Context, p []byte, off int64) error {
 	if err := v.check(off, int64(len(p))); err != nil {
 		return err
 	}
-	return v.read(ctx, p, off)
+	ahead := v.cache != nil && v.cache.sequential(off, off+int64(len(p)))
+	return v.read(ctx, p, off, ahead)
 }
 
-func (v *Volume) read(ctx context.Context, p []byte, off int64) error {
+// read fills p from offset off; with ahead (a sequential reader), the
+// extents it reads from the grid are fetched to their end into the read
+// cache.
+func (v *Volume) read(ctx context.Context, p []byte, off int64, ahead bool) error {
 	for len(p) > 0 {
 		idx, eoff := off/ExtentSize, off%ExtentSize
 		n := min(int64(len(p)), ExtentSize-eoff)
-		if err := v.readExtent(ctx, idx, eoff, p[:n]); err != nil {
+		if err := v.readExtent(ctx, idx, eoff, p[:n], ahead); err != nil {
 			return err
 		}
 		p, off = p[n:], off+n
@@ -420,10 +434,10 @@ func (v *Volume) read(ctx context.Context, p []byte, off int64) error {
 
 // readExtent reads p from offset eoff of extent idx: written sectors from
 // the journal, the others from the extent as stored (or zeros).
-func (v *Volume) readExtent(ctx context.Context, idx, eoff int64, p []byte) error {
+func (v *Volume) readExtent(ctx context.Context, idx, eoff int64, p []byte, ahead bool) error {
 	s := v.dirty[idx]
 	if s == nil {
-		return v.readBase(ctx, idx, eoff, p)
+		return v.readBase(ctx, idx, eoff, p, ahead)
 	}
 	end := eoff + int64(len(p))
 	for pos := eoff; pos < end; {
@@ -439,7 +453,7 @@ func (v *Volume) readExtent(ctx context.Context, idx, eoff int64, p []byte) erro
 			if _, err := v.j.ReadAt(q, int64(s.n)*ExtentSize+pos); err != nil {
 				return fmt.Errorf("volume %s: journal: %w", v.info.Name, err)
 			}
-		} else if err := v.readBase(ctx, idx, pos, q); err != nil {
+		} else if err := v.readBase(ctx, idx, pos, q, ahead); err != nil {
 			return err
 		}
 		pos = run
@@ -448,8 +462,10 @@ func (v *Volume) readExtent(ctx context.Context, idx, eoff int64, p []byte) erro
 }
 
 // readBase reads p from offset eoff of extent idx as stored on the grid:
-// zeros, without a request, for an extent not stored.
-func (v *Volume) readBase(ctx context.Context, idx, eoff int64, p []byte) error {
+// zeros, without a request, for an extent not stored. Through the read
+// cache, whole segments are fetched (the codec decodes no less), and with
+// ahead the rest of the extent too.
+func (v *Volume) readBase(ctx context.Context, idx, eoff int64, p []byte, ahead bool) error {
 	c, ok := v.cur[idx]
 	if !ok {
 		clear(p)
@@ -458,6 +474,17 @@ func (v *Volume) readBase(ctx context.Context, idx, eoff int64, p []byte) error 
 	rc, err := codec.ParseReadCap(c)
 	if err != nil {
 		return err
+	}
+	if v.cache != nil {
+		ss := int64(rc.SegmentSize)
+		err := v.cache.read(ctx, c, rc, eoff, p, ahead, func(ctx context.Context, from, to int64, w io.Writer) error {
+			_, err := v.m.cfg.Objects.Get(ctx, rc, w, from*ss, min((to+1)*ss, rc.Size)-from*ss)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("volume %s: extent %d: %w", v.info.Name, idx, err)
+		}
+		return nil
 	}
 	w := &fixedWriter{p: p}
 	if _, err := v.m.cfg.Objects.Get(ctx, rc, w, eoff, int64(len(p))); err != nil {
@@ -512,10 +539,10 @@ func (v *Volume) write(ctx context.Context, p []byte, off int64) error {
 		// Widen to whole sectors, with what the edges hold now.
 		start, aend := off/Sector*Sector, (end+Sector-1)/Sector*Sector
 		buf := make([]byte, aend-start)
-		if err := v.read(ctx, buf[:Sector], start); err != nil {
+		if err := v.read(ctx, buf[:Sector], start, false); err != nil {
 			return err
 		}
-		if err := v.read(ctx, buf[len(buf)-Sector:], aend-Sector); err != nil {
+		if err := v.read(ctx, buf[len(buf)-Sector:], aend-Sector, false); err != nil {
 			return err
 		}
 		copy(buf[off-start:], p)
@@ -568,7 +595,7 @@ func (v *Volume) store(ctx context.Context) error {
 	for _, idx := range idxs {
 		s := v.dirty[idx]
 		full := make([]byte, v.extLen(idx))
-		if err := v.readExtent(ctx, idx, 0, full); err != nil {
+		if err := v.readExtent(ctx, idx, 0, full, false); err != nil {
 			return err
 		}
 		if allZero(full) {
@@ -579,6 +606,9 @@ func (v *Volume) store(ctx context.Context) error {
 				return fmt.Errorf("volume %s: store extent %d: %w", v.info.Name, idx, err)
 			}
 			v.cur[idx] = rc.String()
+			if v.cache != nil {
+				v.cache.put(v.cur[idx], rc, full)
+			}
 		}
 		v.chg = true
 		delete(v.dirty, idx)
