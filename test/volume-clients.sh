@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real NBD clients against the NBD server of `quilt up` (10 nodes on
 # 127.0.0.1; nbd.env), and a `quilt volume serve` beside it: libnbd's nbdinfo (named exports,
-# --list) and nbdcopy, qemu-img (create, convert, compare over nbd://) and
+# --list) and nbdcopy (1 GiB round trip too), qemu-img (create, convert, compare over nbd://) and
 # qemu-io (pattern writes and reads, FUA, flush, write-zeroes, trim), and
 # fio (its nbd engine: random 4 KiB writes, then verified reads), ext4 on
 # nbdfuse and a loop device (mkfs, files, umount, fsck -n, read back), and
@@ -122,6 +122,17 @@ t nbdcopy -v --connections=4 --threads=4 --flush "$work/disk" "$url/mc1" 2>&1 | 
 t qemu-img compare -f raw -F raw "$work/disk" "$url/mc1"
 t nbdcopy -v --connections=4 --threads=4 "$url/mc1" "$work/mc1.back" 2>&1 | grep 'connections=4 '
 cmp "$work/disk" "$work/mc1.back"
+
+say "nbdcopy round trip of a 1 GiB volume of random data"
+# About 40 s on a quiet 2-core machine (docs/benchmarks.md); bounded at 5 min.
+q create big1 --size 1GiB
+head -c 1G /dev/urandom >"$work/big"
+timeout 300 nbdcopy --flush "$work/big" "$url/big1"
+timeout 300 nbdcopy "$url/big1" "$work/big.back"
+cmp "$work/big" "$work/big.back"
+rm -f "$work/big.back"
+rm -f "$work/big"
+q rm big1
 
 say "fio: random 4 KiB writes, then verified reads (nbd engine)"
 q create fio1 --size 32MiB

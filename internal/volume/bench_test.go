@@ -109,3 +109,23 @@ func benchRandRead(b *testing.B, cache int64) {
 		}
 	}
 }
+
+// BenchmarkVolumeFlushSmall writes 4 KiB into a stored extent and
+// flushes, as a file system's journal commit does: the extent is stored
+// again whole and the map committed.
+func BenchmarkVolumeFlushSmall(b *testing.B) {
+	const size = 16 << 20
+	v := benchVolume(b, size, 0)
+	ctx := context.Background()
+	p := make([]byte, 4<<10)
+	b.ResetTimer()
+	for i := range b.N {
+		p[0] = byte(i)
+		if err := v.WriteAt(ctx, p, int64(i%4)*(1<<20), false); err != nil {
+			b.Fatal(err)
+		}
+		if err := v.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
