@@ -129,3 +129,25 @@ func BenchmarkVolumeFlushSmall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkVolumeFlushScattered writes 4 KiB into each of 16 stored
+// extents and flushes (random writes filling the journal do the same):
+// 16 extents read, patched and stored again.
+func BenchmarkVolumeFlushScattered(b *testing.B) {
+	const size = 64 << 20
+	v := benchVolume(b, size, -1)
+	ctx := context.Background()
+	p := make([]byte, 4<<10)
+	b.ResetTimer()
+	for i := range b.N {
+		p[0] = byte(i)
+		for e := range int64(16) {
+			if err := v.WriteAt(ctx, p, e*volume.ExtentSize+int64(i%8)*(1<<19), false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := v.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

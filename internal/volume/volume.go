@@ -584,37 +584,76 @@ func (v *Volume) slotFor(ctx context.Context, idx int64) (*slot, error) {
 	return s, nil
 }
 
+// storeWorkers is how many dirty extents store reads, encodes and uploads
+// at once: an extent's store waits on the grid's nodes more than on the
+// CPU, so several in flight keep both busy.
+const storeWorkers = 4
+
 // store puts every dirty extent on the grid as a new object (or drops it
-// from the map if it is all zeros) and frees its slot.
+// from the map if it is all zeros) and frees its slot, storeWorkers
+// extents at once. Extents that fail to store stay dirty; the first
+// error is returned.
 func (v *Volume) store(ctx context.Context) error {
 	idxs := make([]int64, 0, len(v.dirty))
 	for idx := range v.dirty {
 		idxs = append(idxs, idx)
 	}
 	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
-	for _, idx := range idxs {
-		s := v.dirty[idx]
-		full := make([]byte, v.extLen(idx))
-		if err := v.readExtent(ctx, idx, 0, full, false); err != nil {
-			return err
-		}
-		if allZero(full) {
-			delete(v.cur, idx)
-		} else {
+	type stored struct {
+		rc   codec.ReadCap
+		full []byte // nil: all zeros
+		err  error
+	}
+	res := make([]stored, len(idxs))
+	sem := make(chan struct{}, storeWorkers)
+	var wg sync.WaitGroup
+	// The workers only read the volume's maps and journal: v.mu is held
+	// for writing by the caller, so nothing changes them meanwhile.
+	for i, idx := range idxs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			full := make([]byte, v.extLen(idx))
+			if err := v.readExtent(ctx, idx, 0, full, false); err != nil {
+				res[i].err = err
+				return
+			}
+			if allZero(full) {
+				return
+			}
 			rc, _, err := v.m.cfg.Objects.Put(ctx, bytes.NewReader(full), int64(len(full)), v.m.cfg.Params, v.m.cfg.Happy)
 			if err != nil {
-				return fmt.Errorf("volume %s: store extent %d: %w", v.info.Name, idx, err)
+				res[i].err = fmt.Errorf("volume %s: store extent %d: %w", v.info.Name, idx, err)
+				return
 			}
-			v.cur[idx] = rc.String()
+			res[i].rc, res[i].full = rc, full
+		}()
+	}
+	wg.Wait()
+	var first error
+	for i, idx := range idxs {
+		r := res[i]
+		if r.err != nil {
+			if first == nil {
+				first = r.err
+			}
+			continue
+		}
+		if r.full == nil {
+			delete(v.cur, idx)
+		} else {
+			v.cur[idx] = r.rc.String()
 			if v.cache != nil {
-				v.cache.put(v.cur[idx], rc, full)
+				v.cache.put(v.cur[idx], r.rc, r.full)
 			}
 		}
 		v.chg = true
+		s := v.dirty[idx]
 		delete(v.dirty, idx)
 		v.free = append(v.free, s.n)
 	}
-	return nil
+	return first
 }
 
 func allZero(b []byte) bool {
