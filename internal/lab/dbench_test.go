@@ -81,6 +81,7 @@ func TestDbenchReport(t *testing.T) {
 		{System: "nbdkit file", Clients: 2, MBs: 10, ServerCPU: 3 * time.Second},
 		{System: "Quilt", Clients: 2, MBs: 1, ServerCPU: 4 * time.Second},
 		{System: "Quilt", Clients: 4, MBs: 3, ServerCPU: time.Second},
+		{System: "nbdkit file, no flush", Clients: 4, MBs: 30, ServerCPU: time.Second},
 	}
 	tab, plots := dbenchReport("lan", rows, []string{"a note"})
 	var got []string
@@ -99,18 +100,20 @@ func TestDbenchReport(t *testing.T) {
 		got = append(got, strings.Join(cells, "|"))
 	}
 	want := []string{
-		"1|Quilt|2|500|9|1|25.0%|4|250",
-		"2|Quilt|1|0|4|0|10.0%|-|-",
+		"1|Quilt|2|500|9|1|25%|4|250",
+		"2|Quilt|1|0|4|0|10%|-|-",
 		"4|Quilt|3|0|1|0|-|-|-",
 		"1|nbdkitfile|8|0|2|0|-|-|-",
 		"2|nbdkitfile|10|0|3|0|-|-|-",
+		"4|nbdkitfile,noflush|30|0|1|0|-|-|-",
 		"all|Quilt(total)|-|-|14|-|-|-|-",
 		"all|nbdkitfile(total)|-|-|5|-|-|-|-",
+		"all|nbdkitfile,noflush(total)|-|-|1|-|-|-|-",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if len(plots) != 2 || len(plots[0].Series) != 2 || len(plots[1].Series) != 1 {
+	if len(plots) != 2 || len(plots[0].Series) != 3 || len(plots[1].Series) != 1 {
 		t.Fatalf("plots: %d", len(plots))
 	}
 	if rel := plots[1].Series[0]; !slices.Equal(rel.X, []float64{1, 2}) || !slices.Equal(rel.Y, []float64{25, 10}) {
@@ -120,7 +123,7 @@ func TestDbenchReport(t *testing.T) {
 		t.Errorf("notes %v", tab.Notes)
 	}
 	// Without nbdkit, no relative plot.
-	if _, plots := dbenchReport("lan", rows[4:], nil); len(plots) != 1 {
+	if _, plots := dbenchReport("lan", rows[4:5], nil); len(plots) != 1 {
 		t.Errorf("%d plots from Quilt alone", len(plots))
 	}
 }

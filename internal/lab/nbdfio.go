@@ -113,7 +113,7 @@ func runNbdFioExp(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer q.Close()
-	k, err := startNbdkit(ctx, work, size)
+	k, err := startNbdkit(ctx, work, size, false)
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func runNbdFioExp(ctx context.Context, env *Env) error {
 	tab.Notes = []string{
 		fmt.Sprintf("Scenario %s: %s. Quilt: a %s volume (4 MiB extents, 3-of-10, happiness %d) served over NBD from this process at the scenario's client host; nodes do not fsync (the lab's default).",
 			sc.Name, sc.Description, report.SizeLabel(size), min(7, len(sc.Role("storage")))),
-		fmt.Sprintf("nbdkit file: nbdkit %s's file plugin on a sparse file of the local disk, FLUSH and FUA dropped (fua filter, fuamode=discard), over a Unix socket.", nbdkitVersion()),
+		fmt.Sprintf("nbdkit file: nbdkit %s's file plugin on a sparse file of the local disk (ext4), a FLUSH its fdatasync, over a Unix socket.", nbdkitVersion()),
 		fmt.Sprintf("fio's nbd engine (libnbd), one connection, iodepth %d, over the first %s of each device, each job bounded to %s (fio's runtime: a job that has not covered the area by then reports what it moved). Jobs in order: sequential 1 MiB writes (which fill the area), sequential 1 MiB reads, random 4 KiB writes, random 4 KiB reads; writes end with a FLUSH inside fio's time (end_fsync=1).",
 			iodepth, report.SizeLabel(size), rt),
 		"Storage CPU s: CPU time (user and system) of the storage side during the job: this process for Quilt (ten nodes, the gateway, the NBD server), the nbdkit process for nbdkit. MB/s = 10^6 bytes per second.",

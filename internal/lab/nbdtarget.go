@@ -173,11 +173,18 @@ func startQuiltNBD(ctx context.Context, env *Env, work string, size int64) (*nbd
 }
 
 // startNbdkit serves a sparse file of size bytes under work with nbdkit's
-// file plugin on a Unix socket. Its fua filter drops FLUSH and FUA
-// (fuamode=discard), as the lab's Quilt nodes do not fsync: neither side
-// waits for the disk.
-func startNbdkit(ctx context.Context, work string, size int64) (*nbdTarget, error) {
-	disk := filepath.Join(work, "nbdkit-disk.img")
+// file plugin on a Unix socket. A FLUSH is the plugin's fdatasync of the
+// file, unless noFlush: then its fua filter drops FLUSH and FUA
+// (fuamode=discard), as the lab's Quilt nodes do not fsync, and the
+// figures are those of the page cache.
+func startNbdkit(ctx context.Context, work string, size int64, noFlush bool) (*nbdTarget, error) {
+	name, file := "nbdkit file", "nbdkit-disk.img"
+	args := []string{"--foreground", "--unix", "SOCK", "file", "file=DISK"}
+	if noFlush {
+		name, file = "nbdkit file, no flush", "nbdkit-noflush.img"
+		args = []string{"--foreground", "--unix", "SOCK", "--filter=fua", "file", "file=DISK", "fuamode=discard"}
+	}
+	disk := filepath.Join(work, file)
 	f, err := os.Create(disk)
 	if err != nil {
 		return nil, err
@@ -193,7 +200,10 @@ func startNbdkit(ctx context.Context, work string, size int64) (*nbdTarget, erro
 		return nil, err
 	}
 	sock := filepath.Join(sdir, "sock")
-	cmd := exec.Command("nbdkit", "--foreground", "--unix", sock, "--filter=fua", "file", "file="+disk, "fuamode=discard")
+	for i, a := range args {
+		args[i] = strings.NewReplacer("SOCK", sock, "DISK", disk).Replace(a)
+	}
+	cmd := exec.Command("nbdkit", args...)
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -237,7 +247,7 @@ func startNbdkit(ctx context.Context, work string, size int64) (*nbdTarget, erro
 	}
 	pid := cmd.Process.Pid
 	return &nbdTarget{
-		Name:  "nbdkit file",
+		Name:  name,
 		URI:   "nbd+unix:///?socket=" + sock,
 		CPU:   func() time.Duration { d, _ := procCPU(pid); return d },
 		Close: stop,
