@@ -271,8 +271,8 @@ func runDbenchExp(ctx context.Context, env *Env) error {
 			sc.Name, sc.Description, report.SizeLabel(size), min(7, len(sc.Role("storage")))),
 		fmt.Sprintf("nbdkit file: nbdkit %s's file plugin on a sparse %s file of the local disk (ext4), a FLUSH its fdatasync; nbdkit file, no flush: the same with FLUSH and FUA dropped (fua filter, fuamode=discard), as the nodes' fsyncs are: the page cache's figures. Over a Unix socket, no emulated link.", nbdkitVersion(), report.SizeLabel(size)),
 		"Both: nbdfuse (libnbd) shows the export as a file, a loop device over it, mkfs.ext4 with its defaults, mounted with its defaults; one file system per system for the whole run.",
-		fmt.Sprintf("dbench %s with its NetBench load file, -t %d (seconds of measurement after its warm-up), the client counts in turn, the two systems alternating which runs first.", "4.0", secs),
-		"Storage CPU s: CPU time (user and system) during the run of the storage side: for Quilt this process (ten nodes, the gateway and the NBD server), for nbdkit its process. nbdfuse CPU s: the client side's nbdfuse, the same program for both.",
+		fmt.Sprintf("dbench %s with its NetBench load file, -t %d (seconds of measurement after its warm-up), the client counts in turn, the systems taking turns to run first.", "4.0", secs),
+		"Storage CPU s: CPU time (user and system) during the run of the storage side: for Quilt this process (ten nodes, the gateway and the NBD server), for nbdkit its process. nbdfuse CPU s: the client side's nbdfuse, the same program for all.",
 		"Flushes: the NBD FLUSHes (and FUA writes) Quilt's server completed during the run (ext4's journal commits and dbench's fsyncs reach it through the loop device and nbdfuse), and their mean time; nbdkit does not count its own. Quilt / nbdkit: Quilt's MB/s as a percentage of nbdkit file's (with flushes), as the paper's Fig. 8 gives AoE's of iSCSI's.",
 		fmt.Sprintf("Load average (1, 5, 15 min) at the start %s, at the end %s, on a machine of %d cores shared with other work.", load0, load1, runtime.NumCPU()),
 	}
