@@ -5,7 +5,8 @@
 # qemu-io (pattern writes and reads, FUA, flush, write-zeroes, trim), and
 # fio (its nbd engine: random 4 KiB writes, then verified reads), ext4 on
 # nbdfuse and a loop device (mkfs, files, umount, fsck -n, read back), and
-# the volume verbs (create, ls, clone, snapshot, import, export, rm),
+# the volume verbs (create, ls, clone, snapshot, rollback, resize, import,
+# export, rm),
 # qcow2 import and export, non-persistent attachments, and TLS with a
 # client certificate per volume.
 # Installs libnbd-bin, qemu-utils, fio, nbdfuse, fuse3 with apt when missing; fails if they
@@ -178,6 +179,19 @@ t qemu-io -f raw -c 'read -P 0x99 0 8M' "$url/vm2" >/dev/null
 if t qemu-io -f raw -c 'write -P 1 0 4k' "$url/vm1@s1" >/dev/null 2>&1; then echo "wrote to a snapshot"; exit 1; fi
 q export vm1 "$work/exported"
 cmp "$work/disk" "$work/exported"
+
+say "rollback to a snapshot, resize (the CLI takes the volume's lease while no client has it)"
+t qemu-io -f raw -c 'write -P 0x44 0 2M' -c flush "$url/vm1" >/dev/null
+q rollback vm1 s1
+t qemu-img compare -f raw -F raw "$work/disk" "$url/vm1"
+if q rollback vm1 nope 2>/dev/null; then echo "rolled back to a snapshot that does not exist"; exit 1; fi
+if q rollback vm1 vm2 2>/dev/null; then echo "rolled back to a volume that is not a snapshot"; exit 1; fi
+q resize vm1 --size 96MiB
+t nbdinfo "$url/vm1" | grep -q 'export-size: 100663296'
+t qemu-io -f raw -c 'read -P 0x77 40M 1M' -c 'read -P 0 64M 32M' -c 'write -P 0x45 90M 1M' "$url/vm1" >/dev/null
+q resize vm1 --size 64MiB
+t qemu-img compare -f raw -F raw "$work/disk" "$url/vm1"
+if q resize vm1 --size 1000 2>/dev/null; then echo "resized to 1000 bytes"; exit 1; fi
 
 say "qcow2: import (file and stdin), export, qemu-img compare; images reading other files refused"
 t qemu-img create -f qcow2 "$work/q.qcow2" 40M >/dev/null

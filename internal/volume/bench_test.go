@@ -2,6 +2,7 @@ package volume_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -149,5 +150,35 @@ func BenchmarkVolumeFlushScattered(b *testing.B) {
 		if err := v.Flush(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkVolumeClone clones a volume whose every extent is stored (one
+// shared object, bigRecord): 10 MiB (3 extents) against 10 GiB (2,560).
+// A clone copies the map, so the time grows with the map's record, not
+// with the data.
+func BenchmarkVolumeClone(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		size int64
+	}{{"10MiB", 10 << 20}, {"10GiB", 10 << 30}} {
+		b.Run(c.name, func(b *testing.B) {
+			g := testgrid.New(b, testgrid.Options{Nodes: 4})
+			cat := &memCatalog{recs: map[string][]byte{}}
+			obj := g.Objects(object.Options{})
+			m, err := volume.New(volume.Config{Catalog: cat, Objects: obj, Happy: 4, StateDir: b.TempDir(),
+				Params: codec.Params{K: 2, N: 4, SegmentSize: 1 << 20}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bigRecord(b, obj, cat, "src", c.size)
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := range b.N {
+				if err := m.Clone(ctx, "src", fmt.Sprintf("c%d", i), false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -290,6 +291,99 @@ func (m *Manager) Clone(ctx context.Context, src, dst string, snapshot bool) err
 	return m.put(ctx, in, true)
 }
 
+// Rollback makes volume name read as its snapshot snap (a read-only
+// volume whose origin is name) does: name's map becomes a copy of the
+// snapshot's, size included, in one commit; no extent is copied. Writes
+// not flushed are dropped. With Config.Leases it takes name's writer's
+// lease for the time (ErrLeased if another Manager holds it); a volume
+// this Manager has open is refused.
+func (m *Manager) Rollback(ctx context.Context, name, snap string) error {
+	s, err := m.Stat(ctx, snap)
+	if err != nil {
+		return err
+	}
+	if !s.ReadOnly || s.Origin != name {
+		return fmt.Errorf("volume: %s is not a snapshot of %s", snap, name)
+	}
+	return m.replaceMap(ctx, name, func(v *Volume) (Info, error) {
+		in := v.info
+		in.Size, in.Extents = s.Size, maps.Clone(s.Extents)
+		return in, nil
+	})
+}
+
+// Resize changes volume name's size (a positive multiple of Sector). A
+// volume made smaller loses its extents past the end, and the bytes of its
+// new last extent past the end are zeroed, so that growing it again reads
+// zeros there; one made larger reads zeros in what it gained. Leases and
+// open volumes as for Rollback.
+func (m *Manager) Resize(ctx context.Context, name string, size int64) error {
+	if size <= 0 || size > MaxSize || size%Sector != 0 {
+		return fmt.Errorf("%w: %d (a positive multiple of %d, at most %d)", ErrBadSize, size, Sector, int64(MaxSize))
+	}
+	return m.replaceMap(ctx, name, func(v *Volume) (Info, error) {
+		if size < v.info.Size && size%ExtentSize != 0 {
+			// Zero the tail of the new last extent (it may be
+			// shared: zeroing stores it anew) and store it.
+			end := min(v.info.Size, (size/ExtentSize+1)*ExtentSize)
+			if err := v.zero(ctx, size, end-size); err != nil {
+				return Info{}, err
+			}
+			if err := v.store(ctx); err != nil {
+				return Info{}, err
+			}
+		}
+		in := v.info
+		in.Size, in.Extents = size, map[int64]string{}
+		last := (size + ExtentSize - 1) / ExtentSize
+		for k, c := range v.cur {
+			if k < last {
+				in.Extents[k] = c
+			}
+		}
+		return in, nil
+	})
+}
+
+// replaceMap opens volume name alone (its lease taken, refused if this
+// Manager has it open), drops its unflushed writes, and commits the map
+// that change returns.
+func (m *Manager) replaceMap(ctx context.Context, name string, change func(*Volume) (Info, error)) error {
+	v, err := m.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	m.mu.Lock()
+	shared := v.refs > 1
+	m.mu.Unlock()
+	if shared {
+		return fmt.Errorf("volume: %s is open", name)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.info.ReadOnly {
+		return fmt.Errorf("%w: %s", ErrReadOnly, name)
+	}
+	in, err := change(v)
+	if err != nil {
+		return err
+	}
+	if v.lease != nil && !v.lease.valid() {
+		return fmt.Errorf("%w: %s: the map is not committed", ErrLeaseLost, name)
+	}
+	in.Gen = v.info.Gen + 1
+	if err := m.put(ctx, in, false); err != nil {
+		return fmt.Errorf("volume %s: commit: %w", name, err)
+	}
+	v.info, v.cur, v.chg = in, maps.Clone(in.Extents), false
+	for idx, s := range v.dirty {
+		delete(v.dirty, idx)
+		v.free = append(v.free, s.n)
+	}
+	return nil
+}
+
 // Remove deletes a volume's record. Its extents are not cancelled (clones
 // may share them): their leases run out (docs/volumes.md).
 func (m *Manager) Remove(ctx context.Context, name string) error {
@@ -474,6 +568,16 @@ func (v *Volume) readBase(ctx context.Context, idx, eoff int64, p []byte, ahead 
 	rc, err := codec.ParseReadCap(c)
 	if err != nil {
 		return err
+	}
+	// The last extent of a volume since made larger is shorter than an
+	// extent: past its object's end it reads zeros.
+	if eoff >= rc.Size {
+		clear(p)
+		return nil
+	}
+	if eoff+int64(len(p)) > rc.Size {
+		clear(p[rc.Size-eoff:])
+		p = p[:rc.Size-eoff]
 	}
 	if v.cache != nil {
 		ss := int64(rc.SegmentSize)
@@ -713,6 +817,16 @@ func (v *Volume) Zero(ctx context.Context, off, n int64, fua bool) error {
 	if v.j == nil {
 		return ErrReadOnly
 	}
+	if err := v.zero(ctx, off, n); err != nil {
+		return err
+	}
+	if fua {
+		return v.flush(ctx)
+	}
+	return nil
+}
+
+func (v *Volume) zero(ctx context.Context, off, n int64) error {
 	for end := off + n; off < end; {
 		idx, eoff := off/ExtentSize, off%ExtentSize
 		k := min(end-off, v.extLen(idx)-eoff)
@@ -729,9 +843,6 @@ func (v *Volume) Zero(ctx context.Context, off, n int64, fua bool) error {
 			return err
 		}
 		off += k
-	}
-	if fua {
-		return v.flush(ctx)
 	}
 	return nil
 }
