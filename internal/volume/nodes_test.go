@@ -40,7 +40,7 @@ func TestVolumeWritesWithNodesDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Kill(1)
-	g.Kill(4) // n−k = 2 down: four nodes left, happiness 4 can be met
+	g.Kill(4)                                         // n−k = 2 down: four nodes left, happiness 4 can be met
 	write(t, v, model, 3*mib+512*7, random(5000, 52)) // partial: the extent is read
 	write(t, v, model, 8*mib, random(4*mib, 53))      // a whole extent
 	if err := v.Flush(ctx); err != nil {
