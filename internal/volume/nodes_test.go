@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/object"
@@ -40,7 +41,11 @@ func TestVolumeWritesWithNodesDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Kill(1)
-	g.Kill(4)                                         // n−k = 2 down: four nodes left, happiness 4 can be met
+	g.Kill(4) // n−k = 2 down: four nodes left, happiness 4 can be met
+	g.WaitAlive(4)
+	// The object client's membership is up to 2 s old (NodeGrid.MaxAge):
+	// once it is past, placement no longer counts the dead nodes.
+	time.Sleep(2500 * time.Millisecond)
 	write(t, v, model, 3*mib+512*7, random(5000, 52)) // partial: the extent is read
 	write(t, v, model, 8*mib, random(4*mib, 53))      // a whole extent
 	if err := v.Flush(ctx); err != nil {
