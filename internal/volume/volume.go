@@ -18,7 +18,11 @@
 // Extents never written read as zeros without touching the grid, and an
 // extent trimmed, zeroed, or flushed all zero is dropped from the map.
 // Clones and snapshots copy the map only: extents are immutable objects,
-// so they are shared copy-on-write. See docs/volumes.md.
+// so they are shared copy-on-write; a rollback copies a snapshot's map
+// back, and a resize drops or adds extents at the end. An open volume
+// keeps a bounded cache of decoded segments of its stored extents, keyed
+// by capability, and reads ahead for sequential readers (cache.go). See
+// docs/volumes.md.
 package volume
 
 import (
