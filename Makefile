@@ -78,7 +78,8 @@ bench-tahoe:
 ## Markdown, PNG) in docs/lab/; write-read and sshfs-fio also run
 ## Tahoe-LAFS, and swift-bench OpenStack Swift (installed from PyPI into
 ## venvs), behind the same emulated links; sshfs-fio needs fio, sshfs and
-## fuse3 (bench/lab-deps.sh)
+## fuse3, dbench and nbd-fio nbdkit, nbdfuse and dbench, and dbench root
+## (bench/lab-deps.sh)
 lab: build
 	./bench/lab-deps.sh
 	$(BIN) lab run write-read --quick --tahoe --out docs/lab/write-read
@@ -89,6 +90,8 @@ lab: build
 	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
 	$(BIN) lab run cfs-mount --quick --out docs/lab/cfs-mount
 	$(BIN) lab run sshfs-fio --quick --tahoe --out docs/lab/sshfs-fio
+	$(BIN) lab run dbench --quick --out docs/lab/dbench
+	$(BIN) lab run nbd-fio --quick --out docs/lab/nbd-fio
 
 vet:
 	$(GO) vet ./...
