@@ -405,16 +405,3 @@ func run(ctx context.Context, name string, args ...string) (string, error) {
 	}
 	return string(out), nil
 }
-
-// loadAverage returns /proc/loadavg's three load averages, as text.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
