@@ -490,7 +490,7 @@ func (g *Gateway) PurgeBucket(ctx context.Context, name string) error {
 			last = first
 		}
 		for _, v := range l.Versions {
-			if _, err := g.DeleteVersion(ctx, name, v.Key, v.VersionID); err != nil && !errors.Is(err, ErrNoVersion) {
+			if _, err := g.DeleteObjectVersion(ctx, name, v.Key, v.VersionID); err != nil && !errors.Is(err, ErrNoVersion) {
 				return err
 			}
 		}

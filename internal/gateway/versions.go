@@ -395,11 +395,11 @@ func (g *Gateway) DeleteObject(ctx context.Context, bucketName, key string) (Del
 	return DeleteResult{VersionID: VersionOf(marker), DeleteMarker: true}, nil
 }
 
-// DeleteVersion removes one version of key for good (a delete marker
+// DeleteObjectVersion removes one version of key for good (a delete marker
 // too); its grid objects are released (leases.go). If it was the latest,
 // the next newest becomes the current object (unless it is a delete
 // marker). A version that does not exist is ErrNoVersion.
-func (g *Gateway) DeleteVersion(ctx context.Context, bucketName, key, vid string) (DeleteResult, error) {
+func (g *Gateway) DeleteObjectVersion(ctx context.Context, bucketName, key, vid string) (DeleteResult, error) {
 	if err := CheckVersionID(vid); err != nil {
 		return DeleteResult{}, err
 	}

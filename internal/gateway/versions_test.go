@@ -96,7 +96,7 @@ func TestVersionLeases(t *testing.T) {
 		t.Fatalf("renewal walk: %+v, %v; want both versions renewed", rep, err)
 	}
 	// Deleting the newer version for good releases it, not the older.
-	if _, err := gw.DeleteVersion(ctx, "vgc", "a", a2.VersionID); err != nil {
+	if _, err := gw.DeleteObjectVersion(ctx, "vgc", "a", a2.VersionID); err != nil {
 		t.Fatal(err)
 	}
 	waitGone("version deleted for good", si(a2))
@@ -127,7 +127,7 @@ func TestVersionLeases(t *testing.T) {
 	}
 	put("x", randBytes(20_000))
 	waitGone("null version replaced", si(x1))
-	if _, err := gw.DeleteVersion(ctx, "vgc", "a", a1.VersionID); err != nil {
+	if _, err := gw.DeleteObjectVersion(ctx, "vgc", "a", a1.VersionID); err != nil {
 		t.Fatal(err)
 	}
 	waitGone("last version deleted for good", si(a1))
@@ -137,7 +137,7 @@ func TestVersionLeases(t *testing.T) {
 	if rep, err := gw.RenewLeases(ctx); err != nil || rep.Objects != 2 {
 		t.Fatalf("renewal walk at the end: %+v, %v; want 2 (b's version, x)", rep, err)
 	}
-	if _, err := gw.DeleteVersion(ctx, "vgc", "a", a1.VersionID); !errors.Is(err, gateway.ErrNoVersion) {
+	if _, err := gw.DeleteObjectVersion(ctx, "vgc", "a", a1.VersionID); !errors.Is(err, gateway.ErrNoVersion) {
 		t.Fatalf("deleted version deleted again: %v", err)
 	}
 }

@@ -253,7 +253,7 @@ func (s *Server) deleteObjects(q *request) {
 		var res gateway.DeleteResult
 		var err error
 		if o.VersionId != "" {
-			res, err = s.gw.DeleteVersion(q.r.Context(), q.bucket, o.Key, o.VersionId)
+			res, err = s.gw.DeleteObjectVersion(q.r.Context(), q.bucket, o.Key, o.VersionId)
 		} else {
 			res, err = s.gw.DeleteObject(q.r.Context(), q.bucket, o.Key)
 		}
@@ -679,7 +679,7 @@ func (s *Server) deleteObject(q *request) {
 	var res gateway.DeleteResult
 	var err error
 	if vid := versionID(q); vid != "" {
-		res, err = s.gw.DeleteVersion(q.r.Context(), q.bucket, q.object, vid)
+		res, err = s.gw.DeleteObjectVersion(q.r.Context(), q.bucket, q.object, vid)
 	} else {
 		res, err = s.gw.DeleteObject(q.r.Context(), q.bucket, q.object)
 	}
