@@ -38,7 +38,7 @@ run: build
 ## Chromium), Swift (swift CLI, swiftclient, swift-bench; two regions of
 ## gateway processes, one pair behind haproxy) and SFTP (sftp,
 ## scp, sshfs), WebDAV (litmus, cadaver, rclone), the web app (headless
-## Chromium), the FUSE mount (cp, diff,
+## Chromium), the same file through the browser, WebDAV, awscli (every-door.sh), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
 test:
@@ -53,6 +53,7 @@ test:
 	./test/sftp-clients.sh
 	./test/webdav-clients.sh
 	./test/webapp-browser/run.sh
+	./test/every-door.sh
 	./test/mount-clients.sh
 	./test/volume-clients.sh
 

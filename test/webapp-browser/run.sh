@@ -19,28 +19,9 @@ cleanup() {
 }
 trap cleanup EXIT
 say() { printf '\n== %s\n' "$*"; }
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-apt_install() {
-	as_root apt-get install -y -qq "$@" >/dev/null ||
-		{ as_root apt-get update -qq && as_root apt-get install -y -qq "$@" >/dev/null; }
-}
-[ -x /usr/bin/chromium ] || { echo "installing chromium"; apt_install chromium; }
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-	echo "installing nodejs and npm"
-	apt_install nodejs npm
-fi
-major=$(node -p 'process.versions.node.split(".")[0]')
-if [ "$major" -lt 20 ]; then
-	echo "playwright-core needs Node.js 20 or later; node is $(node --version)" >&2
-	exit 1
-fi
+# shellcheck source=deps.sh
+. "$here/deps.sh"
 cd "$here"
-want=$(node -p 'require("./package.json").dependencies["playwright-core"]')
-have=$(node -p 'require("./node_modules/playwright-core/package.json").version' 2>/dev/null || true)
-if [ "$have" != "$want" ]; then
-	echo "installing playwright-core $want"
-	npm ci --no-audit --no-fund --silent
-fi
 
 say "starting quilt up"
 (cd "$root" && go build -o "$work/quilt" ./cmd/quilt)
