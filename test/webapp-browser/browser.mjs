@@ -38,7 +38,7 @@ const deadline = setTimeout(() => { console.error('browser test: timed out after
 
 function check(cond, what) {
   if (!cond) throw new Error(what);
-  console.log('ok:', what.split(':')[0]);
+  console.log('ok:', what.length > 160 ? what.slice(0, 157) + '...' : what);
 }
 
 // The folder to upload: a text file, a binary of several chunks' worth of
@@ -221,8 +221,18 @@ try {
     return link;
   }
 
-  // A read-only link to a file: its page, and the download byte for byte.
+  // An upload-only link to a file is refused in the dialog, with the
+  // reason, and no link is shown.
   await page.goto(base + `/files/${user}/album/photo.bin`);
+  await page.click('button.share-open');
+  await page.check('#share-form input[name=mode][value=upload]');
+  await page.click('#share-create');
+  await page.waitForSelector('#share-error', { state: 'visible' });
+  const shareErr = await page.textContent('#share-error');
+  check(shareErr.includes('an upload link needs a folder') && !(await page.isVisible('#share-result')), `share dialog: an upload link to a file refused: ${shareErr}`);
+  await page.click('#share-close');
+
+  // A read-only link to a file: its page, and the download byte for byte.
   const readLink = await makeLink('button.share-open', 'read');
   r = await ap.goto(readLink);
   check(r.status() === 200 && (await ap.textContent('h1')) === 'photo.bin', `logged out, the link opens the file's page: ${r.status()}`);
