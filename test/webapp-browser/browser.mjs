@@ -200,11 +200,12 @@ try {
   ap.setDefaultTimeout(60_000);
   // makeLink opens the share dialog of the page's button sel, fills it and
   // returns the link shown, after its QR code image has loaded.
-  async function makeLink(sel, mode, linkPassword) {
+  async function makeLink(sel, mode, linkPassword, expires) {
     await page.click(sel);
     await page.waitForSelector('#share-dialog[open]');
     await page.check(`#share-form input[name=mode][value=${mode}]`);
     if (linkPassword) await page.fill('#share-password', linkPassword);
+    if (expires) await page.fill('#share-expires', expires);
     const [qr] = await Promise.all([
       page.waitForResponse((res) => /\/api\/shares\/[A-Za-z0-9_-]+\/qr\.svg$/.test(res.url())),
       page.click('#share-create'),
@@ -279,7 +280,9 @@ try {
   // An upload-only link to the folder: the stranger's file lands in it
   // and the owner sees it; the link shows and gives nothing of the folder.
   await page.goto(base + `/files/${user}/album/`);
-  const upLink = await makeLink('button.share-open:has-text("Share this folder")', 'upload');
+  // (With an expiry date, a month from now, chosen in the dialog.)
+  const upExpires = new Date(Date.now() + 30 * 86400_000).toISOString().slice(0, 10);
+  const upLink = await makeLink('button.share-open:has-text("Share this folder")', 'upload', '', upExpires);
   r = await ap.goto(upLink);
   anonBody = await ap.textContent('body');
   check(r.status() === 200 && anonBody.includes('Send files to album') && !anonBody.includes('photo.bin'), `upload link: the form, and none of the folder's names: ${r.status()}`);
@@ -312,12 +315,14 @@ try {
   check(made[0] === 201, `an upload link with a password made through the API: ${made}`);
   await page.goto(base + '/shares');
   await page.waitForSelector('#shares', { state: 'visible' });
-  const rows = await page.$$eval('#shares tbody tr', (trs) => trs.map((tr) => Array.from(tr.cells).slice(0, 3).map((td) => td.textContent)));
+  const rows = await page.$$eval('#shares tbody tr', (trs) => trs.map((tr) => Array.from(tr.cells).slice(0, 4).map((td) => td.textContent)));
   // (Newest first, but links made within a second sort by token: compare
   // them sorted by path.)
   rows.sort((a, b) => a[0].localeCompare(b[0]));
-  const want = [['/album', 'upload-only', upLink], ['/album/renamed.txt', 'read-only, password', pwLink], ['/album/sub', 'upload-only, password', made[1]]];
-  check(JSON.stringify(rows) === JSON.stringify(want), `the Shares page: path, mode and link of each: ${JSON.stringify(rows)}`);
+  const upEnd = await page.evaluate((d) => new Date(d + 'T23:59:59').toLocaleString(), upExpires);
+  const want = [['/album', 'upload-only', upLink, upEnd], ['/album/renamed.txt', 'read-only, password', pwLink, 'never'],
+    ['/album/sub', 'upload-only, password', made[1], 'never']];
+  check(JSON.stringify(rows) === JSON.stringify(want), `the Shares page: path, mode, link and expiry of each: ${JSON.stringify(rows)}`);
   check((await page.textContent('#shares-status')) === '3 links.', `the Shares page counts the links`);
 
   // 8. Another user changes the URL: refused, and nothing of the file shows.
