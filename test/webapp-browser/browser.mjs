@@ -362,6 +362,14 @@ try {
     const box = await pp.locator(sel).first().boundingBox();
     check(box && box.x >= 0 && box.x + box.width <= 391 && box.height >= 20, `phone: ${sel} on screen: ${JSON.stringify(box)}`);
   }
+  await pp.click('button.share-open:has-text("Share photo.bin")');
+  await pp.waitForSelector('#share-dialog[open]');
+  const dbox = await pp.locator('#share-dialog').boundingBox();
+  check(dbox && dbox.x >= 0 && dbox.x + dbox.width <= 391, `phone: the share dialog on screen: ${JSON.stringify(dbox)}`);
+  await pp.click('#share-create');
+  await pp.waitForSelector('#share-result', { state: 'visible' });
+  const qbox = await pp.locator('#share-qr').boundingBox();
+  check(qbox && qbox.x >= 0 && qbox.x + qbox.width <= 391 && qbox.width >= 100, `phone: the QR code on screen: ${JSON.stringify(qbox)}`);
   await phone.close();
 
   // 10. By keyboard only: log in, make a folder, open it.
@@ -394,6 +402,19 @@ try {
   check(await tabTo('by-keyboard/'), `keyboard: Tab reaches the new folder's link`);
   await Promise.all([kp.waitForNavigation(), kp.keyboard.press('Enter')]);
   check(kp.url() === base + `/files/${user}/by-keyboard/`, `keyboard: opened the folder: ${kp.url()}`);
+  // Share it by keyboard: the dialog takes the focus, Create link gives
+  // the link focused and selected, Escape closes the dialog.
+  check(await tabTo('Share this folder'), `keyboard: Tab reaches Share this folder`);
+  await kp.keyboard.press('Enter');
+  await kp.waitForSelector('#share-dialog[open]');
+  check(await kp.evaluate(() => document.getElementById('share-dialog').contains(document.activeElement)), `keyboard: the share dialog has the focus`);
+  check(await tabTo('share-create', 10), `keyboard: Tab reaches Create link`);
+  await kp.keyboard.press('Enter');
+  await kp.waitForSelector('#share-result', { state: 'visible' });
+  const sel = await kp.evaluate(() => [document.activeElement.id, document.activeElement.value, window.getSelection().toString() || document.activeElement.value.slice(document.activeElement.selectionStart, document.activeElement.selectionEnd)]);
+  check(sel[0] === 'share-url' && /\/s\/[A-Za-z0-9_-]{24}$/.test(sel[1]) && sel[2] === sel[1], `keyboard: the link is focused and selected: ${sel[1]}`);
+  await kp.keyboard.press('Escape');
+  check(await kp.evaluate(() => !document.getElementById('share-dialog').open), `keyboard: Escape closes the share dialog`);
   await kb.close();
 
   console.log('browser test: all passed');
