@@ -33,8 +33,6 @@ for _ in $(seq 1 120); do [ -s "$gwdir/webdav.env" ] && [ -s "$gwdir/s3.env" ] &
 [ -s "$gwdir/webdav.env" ] || { cat "$work/up.log"; echo "quilt up did not start"; exit 1; }
 # shellcheck disable=SC1091
 . "$gwdir/webdav.env"
-# shellcheck disable=SC1091
-. "$gwdir/s3.env"
 : "${QUILT_WEB_URL:?webdav.env names no web app}"
 grep -q "Web app: $QUILT_WEB_URL" "$work/up.log" || { cat "$work/up.log"; echo "quilt up did not print the web app's URL"; exit 1; }
 
