@@ -28,12 +28,13 @@ say "starting quilt up"
 QUILT_HOME="$work/home" "$work/quilt" up --port 0 --no-fsync >"$work/up.log" 2>&1 &
 pid=$!
 gwdir="$work/home/grid/gateway"
-# The env files are written before the banner is printed: wait for both.
-for _ in $(seq 1 120); do [ -s "$gwdir/webdav.env" ] && [ -s "$gwdir/s3.env" ] && grep -q 'Web app: ' "$work/up.log" && break; sleep 0.5; done
+for _ in $(seq 1 120); do [ -s "$gwdir/webdav.env" ] && [ -s "$gwdir/s3.env" ] && break; sleep 0.5; done
 [ -s "$gwdir/webdav.env" ] || { cat "$work/up.log"; echo "quilt up did not start"; exit 1; }
 # shellcheck disable=SC1091
 . "$gwdir/webdav.env"
 : "${QUILT_WEB_URL:?webdav.env names no web app}"
+# quilt up prints its addresses after it has written the env files.
+for _ in $(seq 1 60); do grep -q "Web app: $QUILT_WEB_URL" "$work/up.log" && break; sleep 0.5; done
 grep -q "Web app: $QUILT_WEB_URL" "$work/up.log" || { cat "$work/up.log"; echo "quilt up did not print the web app's URL"; exit 1; }
 
 say "adding user bob"
