@@ -70,7 +70,7 @@ head -c "$size" /dev/urandom >"$work/$name"
 want=$(sha256sum <"$work/$name" | cut -d' ' -f1)
 
 # bob's key, not the admin's of s3.env.
-export AWS_ACCESS_KEY_ID=$bob_key AWS_SECRET_ACCESS_KEY=$bob_secret AWS_PAGER=
+export AWS_ENDPOINT_URL AWS_DEFAULT_REGION AWS_ACCESS_KEY_ID=$bob_key AWS_SECRET_ACCESS_KEY=$bob_secret AWS_PAGER=
 unset AWS_CA_BUNDLE REQUESTS_CA_BUNDLE
 
 say "awscli with bob's key writes from awscli.bin"
@@ -113,11 +113,11 @@ if out=$("$aws" s3 ls s3://files/ 2>&1); then
 fi
 grep -q AccessDenied <<<"$out" || { echo "$out"; fail "bob's key on the admin's bucket: not AccessDenied"; }
 
-# QUILT-CP: `quilt cp` is not in this tree yet. When it is, read the file
-# here with bob's key (AWS_* exported above) into "$work/cp.copy":
-#   "$work/quilt" cp "drive:door/$name" "$work/cp.copy"
-# and add cp.copy to the copies compared below.
-copies=(webdav.copy s3.copy)
+say "quilt cp with bob's key reads it from his drive"
+# The endpoint and bob's key from the environment (not s3.env's admin
+# key); drive: is the one bucket his key reaches, home-bob.
+QUILT_HOME="$work/home" "$work/quilt" cp -v "drive:door/$name" "$work/cp.copy"
+copies=(webdav.copy s3.copy cp.copy)
 
 say "every copy is the file"
 for c in "${copies[@]}"; do
@@ -125,4 +125,4 @@ for c in "${copies[@]}"; do
 	[ "$got" = "$want" ] || fail "$c: SHA-256 $got, not the uploaded file's $want"
 	echo "$c: $got"
 done
-echo "every door: the same file ($size bytes, SHA-256 $want) through the browser, WebDAV and awscli; and awscli's file read in the browser"
+echo "every door: the same file ($size bytes, SHA-256 $want) through the browser, WebDAV, awscli and quilt cp; and awscli's file read in the browser"
