@@ -192,6 +192,12 @@ func s3DomainFlag(fs *flag.FlagSet) *string {
 	return fs.String("s3-domain", "", "serve virtual-hosted-style S3 requests: a request to BUCKET.DOMAIN names BUCKET (needs a wildcard DNS record *.DOMAIN for the gateway); path-style requests work either way")
 }
 
+// s3InsecureSSECFlag registers --s3-sse-c-insecure: accept customer
+// keys (SSE-C) over plain HTTP (s3.Options.AllowInsecureSSEC).
+func s3InsecureSSECFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("s3-sse-c-insecure", false, "accept SSE-C customer keys in S3 requests over plain HTTP (refused by default, as on S3: a key sent in the clear is given away); for a gateway behind a proxy that terminates TLS")
+}
+
 // startS3 starts a gateway serving S3 on addr (HTTPS as tf says), with
 // opt's region, time limits, domain and logger, creating its first
 // (admin) access key on first use and writing dir/s3.env.
@@ -280,6 +286,7 @@ func runGateway(ctx context.Context, args []string) error {
 	metricsAddr := fs.String("metrics", "", metricsHelp)
 	bodyTimeout := s3BodyTimeoutFlag(fs)
 	domain := s3DomainFlag(fs)
+	insecureSSEC := s3InsecureSSECFlag(fs)
 	addConfigFlag(fs)
 	registerGatewayLeases(fs, &g)
 	if err := parseArgs(fs, args, 0); err != nil {
@@ -295,7 +302,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := startS3(ctx, s, *dir, *addr, tf, s3.Options{Region: *region, BodyTimeout: *bodyTimeout, Domain: *domain, Logger: s.log})
+	svc, err := startS3(ctx, s, *dir, *addr, tf, s3.Options{Region: *region, BodyTimeout: *bodyTimeout, Domain: *domain, AllowInsecureSSEC: *insecureSSEC, Logger: s.log})
 	if err != nil {
 		return err
 	}

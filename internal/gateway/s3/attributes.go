@@ -2,6 +2,7 @@ package s3
 
 import (
 	"encoding/xml"
+	"github.com/quilt-grid/quilt/internal/gateway"
 	"net/http"
 	"strconv"
 	"strings"
@@ -50,11 +51,19 @@ func (s *Server) getAttributes(q *request) {
 		}
 		marker = n
 	}
+	key, ok := s.requestKey(q)
+	if !ok {
+		return
+	}
 	info, _, err := s.gw.Lookup(q.r.Context(), q.bucket, q.object)
+	if err == nil {
+		err = gateway.CheckCustomerKey(info.Encryption, key)
+	}
 	if err != nil {
 		q.fail(err)
 		return
 	}
+	echoKey(q, key)
 	type checksum struct {
 		checksumXML
 		ChecksumType string `xml:",omitempty"`

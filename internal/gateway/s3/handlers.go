@@ -294,12 +294,16 @@ func (s *Server) putObject(q *request) {
 		return
 	}
 	opt.Tags = tags
+	if opt.CustomerKey, ok = s.requestKey(q); !ok {
+		return
+	}
 	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
 	if err != nil {
 		q.fail(err)
 		return
 	}
 	q.bytes = info.Size
+	echoKey(q, opt.CustomerKey)
 	q.w.Header().Set("ETag", `"`+info.ETag+`"`)
 	setChecksumHeaders(q.w.Header(), info.Checksums, info.ChecksumType)
 	q.status = 200
@@ -331,7 +335,12 @@ func contentMD5(q *request) ([]byte, bool) {
 func (s *Server) copyObject(q *request) {
 	r := q.r
 	ctx := r.Context()
-	info, inline, ok := s.copySource(q)
+	src, ok := s.copySource(q)
+	if !ok {
+		return
+	}
+	info := src.info
+	dstKey, ok := s.requestKey(q)
 	if !ok {
 		return
 	}
@@ -353,9 +362,10 @@ func (s *Server) copyObject(q *request) {
 		q.fail(s3err("InvalidArgument", 400, "Unknown tagging directive: "+d))
 		return
 	}
+	opt.CustomerKey = dstKey
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(s.gw.ReadVersion(ctx, info, inline, pw, 0, info.Size))
+		pw.CloseWithError(s.gw.ReadVersionKey(ctx, info, src.inline, src.key, pw, 0, info.Size))
 	}()
 	// The copy keeps the source's whole-object checksum; a COMPOSITE one
 	// describes parts the copy does not have, so it gets its own.
@@ -372,6 +382,7 @@ func (s *Server) copyObject(q *request) {
 		q.fail(err)
 		return
 	}
+	echoKey(q, dstKey)
 	q.xml(200, struct {
 		XMLName      xml.Name `xml:"CopyObjectResult"`
 		NS           string   `xml:"xmlns,attr"`
@@ -380,39 +391,58 @@ func (s *Server) copyObject(q *request) {
 	}{NS: s3ns, LastModified: out.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + out.ETag + `"`})
 }
 
+// source is a copy's source object, and the customer key it was given
+// with (nil: none).
+type source struct {
+	info   gateway.ObjectInfo
+	inline []byte
+	key    *gateway.CustomerKey
+}
+
 // copySource finds the object x-amz-copy-source names (bucket/key, an
-// optional ?versionId=null), checks the key may read it and applies the
-// x-amz-copy-source-if-* conditions; false means the answer is sent.
-func (s *Server) copySource(q *request) (gateway.ObjectInfo, []byte, bool) {
+// optional ?versionId=null), checks the key may read it, that the
+// x-amz-copy-source-server-side-encryption-customer-* headers give its
+// customer key if it has one, and applies the x-amz-copy-source-if-*
+// conditions; false means the answer is sent.
+func (s *Server) copySource(q *request) (source, bool) {
 	r := q.r
 	src, err := url.PathUnescape(r.Header.Get("x-amz-copy-source"))
 	if err != nil {
 		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
 	}
 	src, version, versioned := strings.Cut(src, "?versionId=")
 	if versioned && version != "null" {
 		q.fail(errNoVersion)
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
 	}
 	sb, sk, ok := strings.Cut(strings.TrimPrefix(src, "/"), "/")
 	if !ok || sk == "" {
 		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
+	}
+	key, err := s.customerKey(r, copySourceKeyPrefix)
+	if err != nil {
+		q.fail(err)
+		return source{}, false
 	}
 	if !s.allowedOn(q, sb, gateway.Read) {
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
 	}
 	info, inline, err := s.gw.Lookup(r.Context(), sb, sk)
 	if err != nil {
 		q.fail(err)
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
+	}
+	if err := gateway.CheckCustomerKey(info.Encryption, key); err != nil {
+		q.fail(err)
+		return source{}, false
 	}
 	if err := copyConditions(r.Header, info); err != nil {
 		q.fail(err)
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
 	}
-	return info, inline, true
+	return source{info, inline, key}, true
 }
 
 // copyConditions applies x-amz-copy-source-if-* to the source: in S3's
@@ -501,11 +531,20 @@ func etagMatch(list, etag string) bool {
 func (s *Server) getObject(q *request) {
 	r, w := q.r, q.w
 	ctx := r.Context()
+	key, ok := s.requestKey(q)
+	if !ok {
+		return
+	}
 	info, inline, err := s.gw.Lookup(ctx, q.bucket, q.object)
 	if err != nil {
 		q.fail(err)
 		return
 	}
+	if err := gateway.CheckCustomerKey(info.Encryption, key); err != nil {
+		q.fail(err)
+		return
+	}
+	echoKey(q, key)
 	mod := info.Modified.Truncate(time.Second)
 	h := w.Header()
 	h.Set("ETag", `"`+info.ETag+`"`)
@@ -589,7 +628,7 @@ func (s *Server) getObject(q *request) {
 		return
 	}
 	cw := &countWriter{w: w}
-	if err := s.gw.ReadVersion(ctx, info, inline, cw, off, n); err != nil {
+	if err := s.gw.ReadVersionKey(ctx, info, inline, key, cw, off, n); err != nil {
 		// Too late for an error answer: cut the connection short, so the
 		// client sees fewer bytes than Content-Length.
 		s.log.Warn("s3: get failed mid-stream", "id", q.id, "bucket", q.bucket, "key", q.object, "err", err)

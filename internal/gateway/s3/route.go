@@ -191,10 +191,25 @@ func (s *Server) expectedOwner(q *request) bool {
 }
 
 // writeOps are the operations that store an object's bytes or metadata.
-var writeOps = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "UploadPartCopy": true, "CompleteMultipartUpload": true}
+var writeOps = map[string]bool{"PutObject": true, "PostObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "UploadPartCopy": true, "CompleteMultipartUpload": true}
 
 // conditionalOps are the writes that take If-None-Match: * and If-Match.
-var conditionalOps = map[string]bool{"PutObject": true, "CompleteMultipartUpload": true}
+var conditionalOps = map[string]bool{"PutObject": true, "PostObject": true, "CompleteMultipartUpload": true}
+
+// customerKeyOps are the operations that take a customer key
+// (x-amz-server-side-encryption-customer-*: SSE-C, sse.go), and
+// copySourceKeyOps those that take the copy source's.
+var (
+	customerKeyOps = map[string]bool{"PutObject": true, "GetObject": true, "HeadObject": true, "CopyObject": true,
+		"CreateMultipartUpload": true, "UploadPart": true, "UploadPartCopy": true, "CompleteMultipartUpload": true,
+		"ListParts": true, "GetObjectAttributes": true}
+	copySourceKeyOps = map[string]bool{"CopyObject": true, "UploadPartCopy": true}
+)
+
+// kmsRefusal is why SSE-KMS is refused.
+const kmsRefusal = "Server-side encryption with KMS keys (aws:kms, aws:kms:dsse) is refused: this gateway has no key management service configured. " +
+	"The grid encrypts every object with keys of its own (x-amz-server-side-encryption: AES256 is accepted and changes nothing); " +
+	"for a key of your own, use SSE-C (x-amz-server-side-encryption-customer-algorithm, -key, -key-MD5)."
 
 // checkHeaders refuses headers that ask for what the gateway does not do,
 // rather than ignore them and give a false guarantee.
@@ -203,12 +218,13 @@ func checkHeaders(r *http.Request, opName string) error {
 	for name := range h {
 		ln := strings.ToLower(name)
 		switch {
-		case strings.HasPrefix(ln, "x-amz-server-side-encryption-customer-"),
-			strings.HasPrefix(ln, "x-amz-copy-source-server-side-encryption-customer-"):
-			return notImpl("Server-side encryption with customer keys (SSE-C) is not implemented: the grid encrypts every object with its own keys.")
+		case strings.HasPrefix(ln, customerKeyPrefix) && !customerKeyOps[opName]:
+			return notImpl(opName + " takes no customer key (x-amz-server-side-encryption-customer-*): SSE-C applies to object reads and writes only.")
+		case strings.HasPrefix(ln, copySourceKeyPrefix) && !copySourceKeyOps[opName]:
+			return notImpl(opName + " takes no copy source customer key (x-amz-copy-source-server-side-encryption-customer-*): only CopyObject and UploadPartCopy do.")
 		case ln == "x-amz-server-side-encryption-aws-kms-key-id", ln == "x-amz-server-side-encryption-context",
 			ln == "x-amz-server-side-encryption-bucket-key-enabled":
-			return notImpl("Server-side encryption with KMS keys is not implemented: the grid encrypts every object with its own keys.")
+			return notImpl(kmsRefusal)
 		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(h.Get(name), "true"):
 			return notImpl("Object Lock is not implemented.")
 		case strings.HasPrefix(ln, "x-amz-grant-"):
@@ -217,8 +233,12 @@ func checkHeaders(r *http.Request, opName string) error {
 			return notImpl("Website redirects are not implemented.")
 		}
 	}
-	if sse := h.Get("x-amz-server-side-encryption"); sse != "" && sse != "AES256" {
-		return notImpl("Server-side encryption " + sse + " is not implemented: the grid encrypts every object with its own keys (AES256 is accepted).")
+	switch sse := h.Get("x-amz-server-side-encryption"); sse {
+	case "", "AES256":
+	case "aws:kms", "aws:kms:dsse":
+		return notImpl(kmsRefusal)
+	default:
+		return s3err("InvalidArgument", 400, "Server-side encryption "+sse+" is not valid: AES256 is accepted (the grid encrypts every object), aws:kms is refused (no key management service is configured).")
 	}
 	if acl := h.Get("x-amz-acl"); acl != "" && acl != "private" {
 		return notImpl("Canned ACL " + acl + " is not implemented: objects and buckets are private to the keys granted the bucket.")

@@ -42,6 +42,11 @@ type Options struct {
 	// its whole path is the key. Requests to any other host, Domain
 	// itself included, are path-style (/BUCKET/KEY).
 	Domain string
+	// AllowInsecureSSEC accepts customer keys (SSE-C) in requests over
+	// plain HTTP. S3 refuses them (400 InvalidRequest), as the gateway
+	// does by default: a key sent in the clear is a key given away. For
+	// a gateway behind a proxy that terminates TLS, and for tests.
+	AllowInsecureSSEC bool
 }
 
 // Server is the S3 API of a gateway.
@@ -162,6 +167,8 @@ func mapErr(err error) *Error {
 		return errPrecondition
 	case errors.Is(err, gateway.ErrBadPart):
 		return s3err("InvalidPart", 400, err.Error())
+	case keyErr(err, false) != nil:
+		return keyErr(err, false)
 	}
 	return errInternal
 }
