@@ -365,6 +365,19 @@ func (g *Gateway) getBytes(ctx context.Context, capStr string, inline []byte, w 
 
 // Delete removes an object (no error if it is not there, as S3).
 func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
+	return g.deleteIf(ctx, bucketName, key, nil)
+}
+
+// DeleteVersion removes an object only while its current version is
+// version (ObjectInfo.Version, as a listing gave it): ErrPrecondition if
+// it was written again since, nil if it is gone already. What removes
+// objects by what it listed (lifecycle expiry) uses it, so as never to
+// remove a newer write.
+func (g *Gateway) DeleteVersion(ctx context.Context, bucketName, key string, version dag.Hash) error {
+	return g.deleteIf(ctx, bucketName, key, &version)
+}
+
+func (g *Gateway) deleteIf(ctx context.Context, bucketName, key string, version *dag.Hash) error {
 	b, err := g.bucket(ctx, bucketName)
 	if err != nil {
 		return err
@@ -375,8 +388,15 @@ func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
 	}
 	unlock := g.keys.lock(b.ns, p)
 	defer unlock()
-	if _, err := g.stat(ctx, b, p); errors.Is(err, namespace.ErrNotFound) {
+	st, err := g.stat(ctx, b, p)
+	if errors.Is(err, namespace.ErrNotFound) {
 		return nil
+	}
+	if version != nil && (err != nil || st.Data != *version) {
+		if err == nil {
+			err = ErrPrecondition
+		}
+		return err
 	}
 	old := g.capsAt(b, p) // the deleted version's grid objects (leases.go)
 	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {

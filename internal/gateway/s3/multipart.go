@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -208,6 +209,10 @@ func (s *Server) listUploads(q *request) {
 		IsTruncated bool
 		Uploads     []uploadXML `xml:"Upload"`
 	}{NS: s3ns, Bucket: q.bucket, MaxUploads: 1000}
+	// By key, then by initiation, as S3 lists them.
+	sort.Slice(us, func(i, j int) bool {
+		return us[i].Key < us[j].Key || us[i].Key == us[j].Key && us[i].Initiated.Before(us[j].Initiated)
+	})
 	for _, u := range us {
 		out.Uploads = append(out.Uploads, uploadXML{u.Key, u.ID, u.Initiated.Format(time.RFC3339)})
 	}
