@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -152,6 +153,9 @@ func TestSSEC(t *testing.T) {
 		}
 		if _, err := e.gw.Get(ctx, "sec", name, io.Discard, 0, -1); !errors.Is(err, gateway.ErrKeyRequired) {
 			t.Errorf("gateway Get of %s without a key: %v", name, err)
+		}
+		if _, err := e.gw.TreeStore("sec").Open(ctx, name, 0, -1); !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("file tree read of %s: %v", name, err)
 		}
 	}
 
