@@ -1,8 +1,10 @@
 package s3
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
@@ -218,7 +220,14 @@ const kmsRefusal = "Server-side encryption with KMS keys (aws:kms, aws:kms:dsse)
 // rather than ignore them and give a false guarantee.
 func checkHeaders(r *http.Request, opName string) error {
 	h := r.Header
-	for name := range h {
+	names := slices.Collect(maps.Keys(h))
+	if r.URL != nil {
+		// Presigned URLs may carry x-amz-* headers in their query.
+		for k := range r.URL.Query() {
+			names = append(names, k)
+		}
+	}
+	for _, name := range names {
 		ln := strings.ToLower(name)
 		switch {
 		case strings.HasPrefix(ln, customerKeyPrefix) && !customerKeyOps[opName]:

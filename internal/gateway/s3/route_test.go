@@ -79,6 +79,8 @@ func TestRouting(t *testing.T) {
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 400, "InvalidRequest"},
 		tc{"GET", "/rtb/obj", "", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 400, "InvalidRequest"},
 		tc{"DELETE", "/rtb/obj", "", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
+		tc{"DELETE", "/rtb/obj?x-amz-server-side-encryption-customer-algorithm=AES256", "", nil, 501, "NotImplemented"},
+		tc{"GET", "/rtb/obj?x-amz-server-side-encryption-customer-algorithm=AES256", "", nil, 400, "InvalidRequest"},
 		tc{"PUT", "/rtb/obj?tagging", "<Tagging/>", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-copy-source-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption", "aws:kms"}, 501, "NotImplemented"},

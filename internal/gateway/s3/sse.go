@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
 )
@@ -38,7 +39,19 @@ var (
 // is not allowed.
 func (s *Server) customerKey(r *http.Request, prefix string) (*gateway.CustomerKey, error) {
 	h := r.Header
-	alg, key, sum := h.Get(prefix+"algorithm"), h.Get(prefix+"key"), h.Get(prefix+"key-MD5")
+	// A presigned URL may carry them in its query (boto3 puts the
+	// algorithm there); headers win.
+	get := func(name string) string {
+		if v := h.Get(prefix + name); v != "" {
+			return v
+		}
+		q := r.URL.Query()
+		if v := q.Get(prefix + name); v != "" {
+			return v
+		}
+		return q.Get(prefix + strings.ToLower(name))
+	}
+	alg, key, sum := get("algorithm"), get("key"), get("key-MD5")
 	if alg == "" && key == "" && sum == "" {
 		return nil, nil
 	}

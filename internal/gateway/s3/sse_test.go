@@ -170,10 +170,35 @@ func TestSSEC(t *testing.T) {
 		}
 	}
 
+	// A presigned GET: the SDK signs the key headers, which the
+	// client sends beside the URL.
+	ps, err := awss3.NewPresignClient(c).PresignGetObject(ctx, &awss3.GetObjectInput{Bucket: b, Key: aws.String("small"),
+		SSECustomerAlgorithm: aws.String("AES256"), SSECustomerKey: aws.String(k1.b64), SSECustomerKeyMD5: aws.String(k1.md5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withKey := range []bool{true, false} {
+		req, _ := http.NewRequest(ps.Method, ps.URL, nil)
+		for name, vs := range ps.SignedHeader {
+			if withKey || !strings.HasPrefix(strings.ToLower(name), "x-amz-server-side-encryption-customer-key") {
+				req.Header[name] = vs
+			}
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if withKey && (resp.StatusCode != 200 || !bytes.Equal(data, small)) || !withKey && resp.StatusCode/100 != 4 {
+			t.Errorf("presigned GET (key sent: %v): %d %s", withKey, resp.StatusCode, data)
+		}
+	}
+
 	// Malformed keys.
 	bad := k1
 	bad.md5 = k2.md5
-	_, err := put("x", small, &bad)
+	_, err = put("x", small, &bad)
 	wantErr("bad key MD5", err, 400, "InvalidArgument")
 	short := ssecKey{b64: base64.StdEncoding.EncodeToString([]byte("short")), md5: k1.md5}
 	_, err = put("x", small, &short)
