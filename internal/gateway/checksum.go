@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -39,8 +41,8 @@ var crcPoly = map[string]struct {
 }
 
 // NewChecksum returns a new hash of algorithm alg, lower case as it
-// follows x-amz-checksum- (crc32, crc32c, crc64nvme, sha1, sha256); ok is
-// false for another.
+// follows x-amz-checksum- (crc32, crc32c, crc64nvme, sha1, sha256,
+// sha512, md5); ok is false for another.
 func NewChecksum(alg string) (h hash.Hash, ok bool) {
 	switch alg {
 	case "crc32":
@@ -53,6 +55,10 @@ func NewChecksum(alg string) (h hash.Hash, ok bool) {
 		return sha1.New(), true
 	case "sha256":
 		return sha256.New(), true
+	case "sha512":
+		return sha512.New(), true
+	case "md5":
+		return md5.New(), true
 	}
 	return nil, false
 }

@@ -3,7 +3,9 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -217,5 +219,84 @@ func TestMultipartChecksums(t *testing.T) {
 	if _, err := c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String("x"),
 		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumType: types.ChecksumTypeFullObject}); code(err) != "InvalidRequest" {
 		t.Fatalf("sha256 full object: %v", err)
+	}
+}
+
+// TestChecksumsNewer: SHA512 and MD5 are computed and checked like the
+// other five (the SDK's trailer, a header, multipart COMPOSITE); an
+// algorithm the gateway does not compute (XXHASH64, ...) is refused,
+// never accepted unchecked.
+func TestChecksumsNewer(t *testing.T) {
+	e := newEnv(t, 4)
+	ctx := context.Background()
+	c := e.client(e.admin)
+	b := aws.String("newsums")
+	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("the quick brown fox")
+	s512 := sha512.Sum512(body)
+	m5 := md5.Sum(body)
+	want := map[types.ChecksumAlgorithm]string{types.ChecksumAlgorithmSha512: base64.StdEncoding.EncodeToString(s512[:]),
+		types.ChecksumAlgorithmMd5: base64.StdEncoding.EncodeToString(m5[:])}
+	for _, alg := range []types.ChecksumAlgorithm{types.ChecksumAlgorithmSha512, types.ChecksumAlgorithmMd5} {
+		key := aws.String("obj-" + string(alg))
+		in := &awss3.PutObjectInput{Bucket: b, Key: key, Body: bytes.NewReader(body)}
+		if alg == types.ChecksumAlgorithmSha512 {
+			in.ChecksumAlgorithm = alg // the SDK computes it and sends it in a trailer
+		} else {
+			in.ChecksumMD5 = aws.String(want[alg])
+		}
+		if _, err := c.PutObject(ctx, in); err != nil {
+			t.Fatalf("put %s: %v", alg, err)
+		}
+		h, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: key, ChecksumMode: types.ChecksumModeEnabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[types.ChecksumAlgorithm]*string{types.ChecksumAlgorithmSha512: h.ChecksumSHA512, types.ChecksumAlgorithmMd5: h.ChecksumMD5}[alg]
+		if aws.ToString(got) != want[alg] {
+			t.Errorf("head %s: %q, want %q", alg, aws.ToString(got), want[alg])
+		}
+		hdr := "x-amz-checksum-" + strings.ToLower(string(alg))
+		resp, rb := e.do(t, e.admin, "PUT", "/newsums/wrong", body, hdr, "AAAA"+want[alg][4:])
+		if resp.StatusCode != 400 || !strings.Contains(string(rb), "BadDigest") {
+			t.Errorf("wrong %s: %d %s", hdr, resp.StatusCode, rb)
+		}
+	}
+	// A multipart upload with SHA512 parts: COMPOSITE.
+	mp, err := c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("mp"), ChecksumAlgorithm: types.ChecksumAlgorithmSha512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.UploadPart(ctx, &awss3.UploadPartInput{Bucket: b, Key: aws.String("mp"), UploadId: mp.UploadId, PartNumber: aws.Int32(1),
+		Body: bytes.NewReader(body), ChecksumAlgorithm: types.ChecksumAlgorithmSha512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(p.ChecksumSHA512) != want[types.ChecksumAlgorithmSha512] {
+		t.Errorf("part sha512 %q", aws.ToString(p.ChecksumSHA512))
+	}
+	done, err := c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("mp"), UploadId: mp.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p.ETag, ChecksumSHA512: p.ChecksumSHA512}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := sha512.Sum512(s512[:])
+	if w := base64.StdEncoding.EncodeToString(inner[:]) + "-1"; aws.ToString(done.ChecksumSHA512) != w || done.ChecksumType != types.ChecksumTypeComposite {
+		t.Errorf("completed: %q %q, want %q COMPOSITE", aws.ToString(done.ChecksumSHA512), done.ChecksumType, w)
+	}
+	// Algorithms not computed are refused, and nothing is stored.
+	for _, hdr := range [][]string{{"x-amz-checksum-xxhash64", "AAAAAAAAAAA="}, {"x-amz-checksum-xxhash3", "AAAAAAAAAAA="}, {"x-amz-checksum-algorithm", "XXHASH128"}} {
+		resp, rb := e.do(t, e.admin, "PUT", "/newsums/xx", body, hdr...)
+		if resp.StatusCode != 501 || !strings.Contains(string(rb), "is not implemented") {
+			t.Errorf("%s: %d %s", hdr[0], resp.StatusCode, rb)
+		}
+	}
+	if resp, rb := e.do(t, e.admin, "POST", "/newsums/xx?uploads", nil, "x-amz-checksum-algorithm", "XXHASH64"); resp.StatusCode != 501 {
+		t.Errorf("multipart XXHASH64: %d %s", resp.StatusCode, rb)
+	}
+	if _, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: aws.String("xx")}); code(err) != "NotFound" {
+		t.Errorf("a refused put stored something: %v", err)
 	}
 }

@@ -211,6 +211,12 @@ var (
 	copySourceKeyOps = map[string]bool{"CopyObject": true, "UploadPartCopy": true}
 )
 
+// checksumParams are x-amz-checksum-* headers that name no checksum.
+var checksumParams = map[string]bool{"x-amz-checksum-mode": true, "x-amz-checksum-type": true, "x-amz-checksum-algorithm": true}
+
+// knownChecksums are the checksum algorithms the gateway computes.
+const knownChecksums = "CRC32, CRC32C, CRC64NVME, SHA1, SHA256, SHA512 and MD5"
+
 // kmsRefusal is why SSE-KMS is refused.
 const kmsRefusal = "Server-side encryption with KMS keys (aws:kms, aws:kms:dsse) is refused: this gateway has no key management service configured. " +
 	"The grid encrypts every object with keys of its own (x-amz-server-side-encryption: AES256 is accepted and changes nothing); " +
@@ -243,6 +249,15 @@ func checkHeaders(r *http.Request, opName string) error {
 			return notImpl("ACLs are not implemented: permissions are the access keys' grants.")
 		case ln == "x-amz-website-redirect-location":
 			return notImpl("Website redirects are not implemented.")
+		case strings.HasPrefix(ln, "x-amz-checksum-") && !checksumParams[ln]:
+			if _, ok := checksumOf(ln); !ok {
+				return notImpl("Checksum " + ln + " is not implemented: the gateway checks " + knownChecksums + ".")
+			}
+		}
+	}
+	if a := h.Get("x-amz-checksum-algorithm"); a != "" {
+		if _, ok := gateway.NewChecksum(strings.ToLower(a)); !ok {
+			return notImpl("Checksum algorithm " + a + " is not implemented: the gateway checks " + knownChecksums + ".")
 		}
 	}
 	switch sse := h.Get("x-amz-server-side-encryption"); sse {

@@ -2,8 +2,10 @@ package sigv4
 
 import (
 	"bytes"
+	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
 	"hash"
@@ -38,6 +40,10 @@ func newChecksum(alg string) (h hash.Hash, display string, ok bool) {
 		return sha1.New(), "SHA1", true
 	case "sha256":
 		return sha256.New(), "SHA256", true
+	case "sha512":
+		return sha512.New(), "SHA512", true
+	case "md5":
+		return md5.New(), "MD5", true
 	}
 	return nil, "", false
 }
