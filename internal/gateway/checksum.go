@@ -12,6 +12,9 @@ import (
 	"hash/crc32"
 	"hash/crc64"
 	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // Checksums of objects, as S3's x-amz-checksum-*: an object keeps the
@@ -42,7 +45,8 @@ var crcPoly = map[string]struct {
 
 // NewChecksum returns a new hash of algorithm alg, lower case as it
 // follows x-amz-checksum- (crc32, crc32c, crc64nvme, sha1, sha256,
-// sha512, md5); ok is false for another.
+// sha512, md5, xxhash64, xxhash3, xxhash128: XXH64, XXH3 64-bit and
+// 128-bit, seed 0, digests big-endian); ok is false for another.
 func NewChecksum(alg string) (h hash.Hash, ok bool) {
 	switch alg {
 	case "crc32":
@@ -59,6 +63,12 @@ func NewChecksum(alg string) (h hash.Hash, ok bool) {
 		return sha512.New(), true
 	case "md5":
 		return md5.New(), true
+	case "xxhash64":
+		return xxhash.New(), true
+	case "xxhash3":
+		return xxh3.New(), true
+	case "xxhash128":
+		return xxh3.New128(), true
 	}
 	return nil, false
 }

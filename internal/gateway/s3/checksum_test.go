@@ -17,6 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 func b64crc32(b []byte) string {
@@ -222,10 +225,10 @@ func TestMultipartChecksums(t *testing.T) {
 	}
 }
 
-// TestChecksumsNewer: SHA512 and MD5 are computed and checked like the
-// other five (the SDK's trailer, a header, multipart COMPOSITE); an
-// algorithm the gateway does not compute (XXHASH64, ...) is refused,
-// never accepted unchecked.
+// TestChecksumsNewer: SHA512, MD5 and XXHASH64, XXHASH3 and XXHASH128
+// are computed and checked like the other five (the SDK's trailer,
+// headers, multipart COMPOSITE, a copy); an algorithm the gateway does
+// not compute is refused, never accepted unchecked.
 func TestChecksumsNewer(t *testing.T) {
 	e := newEnv(t, 4)
 	ctx := context.Background()
@@ -286,15 +289,42 @@ func TestChecksumsNewer(t *testing.T) {
 	if w := base64.StdEncoding.EncodeToString(inner[:]) + "-1"; aws.ToString(done.ChecksumSHA512) != w || done.ChecksumType != types.ChecksumTypeComposite {
 		t.Errorf("completed: %q %q, want %q COMPOSITE", aws.ToString(done.ChecksumSHA512), done.ChecksumType, w)
 	}
+	// The copy of a COMPOSITE object gets the whole object's checksum of
+	// the same algorithm.
+	if _, err := c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: b, Key: aws.String("mp-copy"), CopySource: aws.String("newsums/mp")}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: aws.String("mp-copy"), ChecksumMode: types.ChecksumModeEnabled}); err != nil ||
+		aws.ToString(h.ChecksumSHA512) != want[types.ChecksumAlgorithmSha512] || h.ChecksumType != types.ChecksumTypeFullObject {
+		t.Errorf("copy of a COMPOSITE object: %v %q %v", aws.ToString(h.ChecksumSHA512), h.ChecksumType, err)
+	}
+
+	// The XXHASH family, in headers (the SDK does not compute them).
+	x64 := xxhash.Sum64(body)
+	x3 := xxh3.Hash(body)
+	x128 := xxh3.Hash128(body).Bytes()
+	for _, hv := range [][2]string{
+		{"x-amz-checksum-xxhash64", base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, x64))},
+		{"x-amz-checksum-xxhash3", base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, x3))},
+		{"x-amz-checksum-xxhash128", base64.StdEncoding.EncodeToString(x128[:])},
+	} {
+		if resp, rb := e.do(t, e.admin, "PUT", "/newsums/"+hv[0], body, hv[0], hv[1]); resp.StatusCode != 200 || resp.Header.Get(hv[0]) != hv[1] {
+			t.Errorf("%s: %d %s %v", hv[0], resp.StatusCode, rb, resp.Header)
+		}
+		if resp, rb := e.do(t, e.admin, "PUT", "/newsums/wrong", body, hv[0], "AAAAAAAAAAA="+hv[1][12:]); resp.StatusCode != 400 || !strings.Contains(string(rb), "BadDigest") {
+			t.Errorf("wrong %s: %d %s", hv[0], resp.StatusCode, rb)
+		}
+	}
+
 	// Algorithms not computed are refused, and nothing is stored.
-	for _, hdr := range [][]string{{"x-amz-checksum-xxhash64", "AAAAAAAAAAA="}, {"x-amz-checksum-xxhash3", "AAAAAAAAAAA="}, {"x-amz-checksum-algorithm", "XXHASH128"}} {
+	for _, hdr := range [][]string{{"x-amz-checksum-blake3", "AAAAAAAAAAA="}, {"x-amz-checksum-algorithm", "BLAKE3"}} {
 		resp, rb := e.do(t, e.admin, "PUT", "/newsums/xx", body, hdr...)
 		if resp.StatusCode != 501 || !strings.Contains(string(rb), "is not implemented") {
 			t.Errorf("%s: %d %s", hdr[0], resp.StatusCode, rb)
 		}
 	}
-	if resp, rb := e.do(t, e.admin, "POST", "/newsums/xx?uploads", nil, "x-amz-checksum-algorithm", "XXHASH64"); resp.StatusCode != 501 {
-		t.Errorf("multipart XXHASH64: %d %s", resp.StatusCode, rb)
+	if resp, rb := e.do(t, e.admin, "POST", "/newsums/xx?uploads", nil, "x-amz-checksum-algorithm", "BLAKE3"); resp.StatusCode != 501 {
+		t.Errorf("multipart BLAKE3: %d %s", resp.StatusCode, rb)
 	}
 	if _, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: aws.String("xx")}); code(err) != "NotFound" {
 		t.Errorf("a refused put stored something: %v", err)

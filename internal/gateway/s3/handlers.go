@@ -368,12 +368,18 @@ func (s *Server) copyObject(q *request) {
 		pw.CloseWithError(s.gw.ReadVersionKey(ctx, info, src.inline, src.key, pw, 0, info.Size))
 	}()
 	// The copy keeps the source's whole-object checksum; a COMPOSITE one
-	// describes parts the copy does not have, so it gets its own.
+	// describes parts the copy does not have, so it gets the whole
+	// object's of the same algorithm, computed as it streams, as S3 does
+	// (a CRC64NVME if the source has none).
 	var body io.Reader = pr
 	if info.ChecksumType == gateway.FullObject {
 		opt.Checksums = func() map[string]string { return info.Checksums }
 	} else {
-		sr := newSums(http.Header{}, pr)
+		hdr := http.Header{}
+		for alg := range info.Checksums {
+			hdr.Add("X-Amz-Trailer", "x-amz-checksum-"+alg)
+		}
+		sr := newSums(hdr, pr)
 		body, opt.Checksums = sr, sr.Sums
 	}
 	out, err := s.gw.Put(ctx, q.bucket, q.object, body, info.Size, opt)

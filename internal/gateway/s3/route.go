@@ -215,7 +215,7 @@ var (
 var checksumParams = map[string]bool{"x-amz-checksum-mode": true, "x-amz-checksum-type": true, "x-amz-checksum-algorithm": true}
 
 // knownChecksums are the checksum algorithms the gateway computes.
-const knownChecksums = "CRC32, CRC32C, CRC64NVME, SHA1, SHA256, SHA512 and MD5"
+const knownChecksums = "CRC32, CRC32C, CRC64NVME, SHA1, SHA256, SHA512, MD5, XXHASH64, XXHASH3 and XXHASH128"
 
 // kmsRefusal is why SSE-KMS is refused.
 const kmsRefusal = "Server-side encryption with KMS keys (aws:kms, aws:kms:dsse) is refused: this gateway has no key management service configured. " +

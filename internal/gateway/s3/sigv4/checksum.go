@@ -14,6 +14,9 @@ import (
 	"io"
 	"strings"
 	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // checksumPrefix starts the name of a header or trailer that carries a
@@ -44,6 +47,12 @@ func newChecksum(alg string) (h hash.Hash, display string, ok bool) {
 		return sha512.New(), "SHA512", true
 	case "md5":
 		return md5.New(), "MD5", true
+	case "xxhash64":
+		return xxhash.New(), "XXHASH64", true
+	case "xxhash3":
+		return xxh3.New(), "XXHASH3", true
+	case "xxhash128":
+		return xxh3.New128(), "XXHASH128", true
 	}
 	return nil, "", false
 }
