@@ -289,6 +289,15 @@ func TestChecksumsNewer(t *testing.T) {
 	if w := base64.StdEncoding.EncodeToString(inner[:]) + "-1"; aws.ToString(done.ChecksumSHA512) != w || done.ChecksumType != types.ChecksumTypeComposite {
 		t.Errorf("completed: %q %q, want %q COMPOSITE", aws.ToString(done.ChecksumSHA512), done.ChecksumType, w)
 	}
+	// A part read by number, with its own checksum.
+	pg, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: b, Key: aws.String("mp"), PartNumber: aws.Int32(1), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.Body.Close()
+	if aws.ToString(pg.ChecksumSHA512) != want[types.ChecksumAlgorithmSha512] {
+		t.Errorf("part 1's sha512: %q", aws.ToString(pg.ChecksumSHA512))
+	}
 	// The copy of a COMPOSITE object gets the whole object's checksum of
 	// the same algorithm.
 	if _, err := c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: b, Key: aws.String("mp-copy"), CopySource: aws.String("newsums/mp")}); err != nil {

@@ -597,6 +597,7 @@ func (s *Server) getObject(q *request) {
 		}
 	}
 	off, n, status := int64(0), info.Size, 200
+	var partSums map[string]string // the checksums of the part read
 	if pn := r.URL.Query().Get("partNumber"); pn != "" {
 		if r.Header.Get("Range") != "" {
 			q.fail(s3err("InvalidRequest", 400, "Cannot specify both Range header and partNumber query parameter"))
@@ -608,6 +609,8 @@ func (s *Server) getObject(q *request) {
 			return
 		}
 		if len(info.Parts) > 0 {
+			i, _ := strconv.Atoi(pn)
+			partSums = info.Parts[i-1].Checksums
 			h.Set("x-amz-mp-parts-count", strconv.Itoa(len(info.Parts)))
 			if n > 0 {
 				status = 206
@@ -623,9 +626,15 @@ func (s *Server) getObject(q *request) {
 		status = 206
 		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, info.Size))
 	}
-	// Checksums describe the whole object: not sent with a range.
-	if status == 200 && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
-		setChecksumHeaders(h, info.Checksums, info.ChecksumType)
+	// Checksums describe the whole object, or one part of it: not sent
+	// with a range.
+	if strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+		switch {
+		case status == 200:
+			setChecksumHeaders(h, info.Checksums, info.ChecksumType)
+		case partSums != nil:
+			setChecksumHeaders(h, partSums, "")
+		}
 	}
 	h.Set("Content-Length", strconv.FormatInt(n, 10))
 	q.status = status
