@@ -304,6 +304,7 @@ func (s *Server) putObject(q *request) {
 	}
 	q.bytes = info.Size
 	echoKey(q, opt.CustomerKey)
+	s.setExpiration(q, info)
 	q.w.Header().Set("ETag", `"`+info.ETag+`"`)
 	setChecksumHeaders(q.w.Header(), info.Checksums, info.ChecksumType)
 	q.status = 200
@@ -389,6 +390,7 @@ func (s *Server) copyObject(q *request) {
 		return
 	}
 	echoKey(q, dstKey)
+	s.setExpiration(q, out)
 	q.xml(200, struct {
 		XMLName      xml.Name `xml:"CopyObjectResult"`
 		NS           string   `xml:"xmlns,attr"`
@@ -566,6 +568,7 @@ func (s *Server) getObject(q *request) {
 		h.Set(k, v)
 	}
 	setTagCount(h, info.Tags)
+	s.setExpiration(q, info)
 	// response-* parameters override the stored headers (presigned
 	// downloads name the file this way).
 	for _, o := range responseOverrides {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -466,5 +467,36 @@ func (s *Server) RunLifecycle(ctx context.Context) {
 			return
 		case <-t.Chan():
 		}
+	}
+}
+
+// setExpiration sets an answer's x-amz-expiration for an object an
+// enabled rule of its bucket will expire: the earliest such day and the
+// rule's ID, as S3 sends it on PUT, copy, completion, GET and HEAD.
+func (s *Server) setExpiration(q *request, o gateway.ObjectInfo) {
+	rules, err := s.lifecycleRules(q.r.Context(), q.bucket)
+	if err != nil || rules == nil {
+		return
+	}
+	var when time.Time
+	var id string
+	for _, r := range rules {
+		e := r.Expiration
+		if r.Status != "Enabled" || e == nil || !r.selects(o) {
+			continue
+		}
+		var t time.Time
+		switch {
+		case e.Days != nil:
+			t = afterDays(o.Modified, *e.Days)
+		case e.Date != nil:
+			t, _ = lcDate(*e.Date)
+		}
+		if !t.IsZero() && (when.IsZero() || t.Before(when)) {
+			when, id = t, r.ID
+		}
+	}
+	if !when.IsZero() {
+		q.w.Header()["x-amz-expiration"] = []string{fmt.Sprintf(`expiry-date="%s", rule-id="%s"`, when.Format(http.TimeFormat), id)}
 	}
 }

@@ -3,6 +3,7 @@ package s3_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,16 @@ func TestLifecycleConfiguration(t *testing.T) {
 	}
 	if r2.Status != types.ExpirationStatusDisabled || aws.ToInt32(r2.AbortIncompleteMultipartUpload.DaysAfterInitiation) != 7 {
 		t.Errorf("rule 2: %+v", r2)
+	}
+
+	// Answers name the rule that will expire an object.
+	po, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: b, Key: aws.String("logs/x"), Body: strings.NewReader("x")})
+	if err != nil || !strings.Contains(aws.ToString(po.Expiration), `rule-id="logs"`) {
+		t.Errorf("put under a rule: expiration %q, %v", aws.ToString(po.Expiration), err)
+	}
+	po, err = c.PutObject(ctx, &awss3.PutObjectInput{Bucket: b, Key: aws.String("other"), Body: strings.NewReader("x")})
+	if err != nil || po.Expiration != nil {
+		t.Errorf("put under no rule: expiration %q, %v", aws.ToString(po.Expiration), err)
 	}
 
 	// A key that may write the bucket but does not own it.
@@ -208,6 +219,32 @@ func TestLifecycleSweep(t *testing.T) {
 			ks = append(ks, aws.ToString(u.Key))
 		}
 		return strings.Join(ks, " ")
+	}
+	// HEAD says when, and by which rule (S3's day count: to the
+	// midnight after the write and the days).
+	for key, rule := range map[string]string{"logs/a": "logs", "tagged": "temp", "size/large": "big", "dated/d": "dated", "keep/c": "", "size/small": ""} {
+		h, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: aws.String(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := aws.ToString(h.Expiration)
+		if rule == "" {
+			if got != "" {
+				t.Errorf("%s: expiration %q, want none", key, got)
+			}
+			continue
+		}
+		days := map[string]int{"logs": 1, "temp": 3, "big": 3}[rule]
+		due := dated
+		if days > 0 {
+			at := aws.ToTime(h.LastModified).UTC().Add(time.Duration(days) * 24 * time.Hour)
+			if due = at.Truncate(24 * time.Hour); due.Before(at) {
+				due = due.Add(24 * time.Hour)
+			}
+		}
+		if want := `expiry-date="` + due.Format(http.TimeFormat) + `", rule-id="` + rule + `"`; got != want {
+			t.Errorf("%s: expiration %q, want %q", key, got, want)
+		}
 	}
 	all := "dated/d keep/c logs/a logs/b size/large size/small tagged tagged-no"
 	const day = 24 * time.Hour

@@ -168,6 +168,7 @@ func (s *Server) completeUpload(q *request) {
 		q.fail(err)
 		return
 	}
+	s.setExpiration(q, info)
 	q.xml(200, struct {
 		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
 		NS       string   `xml:"xmlns,attr"`
