@@ -226,6 +226,18 @@ const kmsRefusal = "Server-side encryption with KMS keys (aws:kms, aws:kms:dsse)
 // rather than ignore them and give a false guarantee.
 func checkHeaders(r *http.Request, opName string) error {
 	h := r.Header
+	// A header or, in a presigned URL, a query parameter.
+	get := func(name string) string {
+		if v := h.Get(name); v != "" || r.URL == nil {
+			return v
+		}
+		for k, v := range r.URL.Query() {
+			if strings.EqualFold(k, name) && len(v) > 0 {
+				return v[0]
+			}
+		}
+		return ""
+	}
 	names := slices.Collect(maps.Keys(h))
 	if r.URL != nil {
 		// Presigned URLs may carry x-amz-* headers in their query.
@@ -243,7 +255,7 @@ func checkHeaders(r *http.Request, opName string) error {
 		case ln == "x-amz-server-side-encryption-aws-kms-key-id", ln == "x-amz-server-side-encryption-context",
 			ln == "x-amz-server-side-encryption-bucket-key-enabled":
 			return notImpl(kmsRefusal)
-		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(h.Get(name), "true"):
+		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(get(name), "true"):
 			return notImpl("Object Lock is not implemented.")
 		case strings.HasPrefix(ln, "x-amz-grant-"):
 			return notImpl("ACLs are not implemented: permissions are the access keys' grants.")
@@ -255,19 +267,19 @@ func checkHeaders(r *http.Request, opName string) error {
 			}
 		}
 	}
-	if a := h.Get("x-amz-checksum-algorithm"); a != "" {
+	if a := get("x-amz-checksum-algorithm"); a != "" {
 		if _, ok := gateway.NewChecksum(strings.ToLower(a)); !ok {
 			return notImpl("Checksum algorithm " + a + " is not implemented: the gateway checks " + knownChecksums + ".")
 		}
 	}
-	switch sse := h.Get("x-amz-server-side-encryption"); sse {
+	switch sse := get("x-amz-server-side-encryption"); sse {
 	case "", "AES256":
 	case "aws:kms", "aws:kms:dsse":
 		return notImpl(kmsRefusal)
 	default:
 		return s3err("InvalidArgument", 400, "Server-side encryption "+sse+" is not valid: AES256 is accepted (the grid encrypts every object), aws:kms is refused (no key management service is configured).")
 	}
-	if acl := h.Get("x-amz-acl"); acl != "" && acl != "private" {
+	if acl := get("x-amz-acl"); acl != "" && acl != "private" {
 		return notImpl("Canned ACL " + acl + " is not implemented: objects and buckets are private to the keys granted the bucket.")
 	}
 	if writeOps[opName] && (h.Get("If-Match") != "" || h.Get("If-None-Match") != "") {

@@ -87,6 +87,8 @@ func TestRouting(t *testing.T) {
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption", "aws:kms:dsse"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption-aws-kms-key-id", "k"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption", "AES512"}, 400, "InvalidArgument"},
+		tc{"PUT", "/rtb/obj?x-amz-server-side-encryption=aws%3Akms", "evil", nil, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj?X-Amz-Acl=public-read", "evil", nil, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"If-None-Match", "*"}, 412, "PreconditionFailed"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"If-None-Match", `"x"`}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"If-Match", `"x"`}, 412, "PreconditionFailed"},
