@@ -358,6 +358,12 @@ type DeleteResult struct {
 // current version kept as noncurrent (Enabled) or replaced if null
 // (Suspended).
 func (g *Gateway) DeleteObject(ctx context.Context, bucketName, key string) (DeleteResult, error) {
+	return g.deleteObjectIf(ctx, bucketName, key, nil)
+}
+
+// deleteObjectIf is DeleteObject, only while the key's current version
+// is entry version if that is set (DeleteVersion).
+func (g *Gateway) deleteObjectIf(ctx context.Context, bucketName, key string, version *dag.Hash) (DeleteResult, error) {
 	b, err := g.bucket(ctx, bucketName)
 	if err != nil {
 		return DeleteResult{}, err
@@ -368,7 +374,17 @@ func (g *Gateway) DeleteObject(ctx context.Context, bucketName, key string) (Del
 	}
 	unlock := g.keys.lock(b.ns, p)
 	defer unlock()
-	_, serr := g.stat(ctx, b, p) // pulls the bucket if the key is not here
+	st, serr := g.stat(ctx, b, p) // pulls the bucket if the key is not here
+	if version != nil {
+		switch {
+		case errors.Is(serr, namespace.ErrNotFound):
+			return DeleteResult{}, nil // gone already
+		case serr != nil:
+			return DeleteResult{}, serr
+		case st.Data != *version:
+			return DeleteResult{}, ErrPrecondition
+		}
+	}
 	mode := g.versioningOf(b)
 	if mode == "" {
 		if errors.Is(serr, namespace.ErrNotFound) {
