@@ -98,10 +98,10 @@ test "$out" = blue
 	'{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":7}},{"ID":"uploads","Status":"Enabled","Filter":{},"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":2}}]}'
 out=$("$aws" s3api get-bucket-lifecycle-configuration --bucket cli --query 'Rules[].[ID,Expiration.Days,AbortIncompleteMultipartUpload.DaysAfterInitiation]' --output text)
 test "$out" = $'tmp\t7\tNone\nuploads\tNone\t2'
-# Noncurrent versions' expiry is not done: refused, not ignored.
+# One storage class: a transition is refused, not ignored.
 if "$aws" s3api put-bucket-lifecycle-configuration --bucket cli --lifecycle-configuration \
-	'{"Rules":[{"ID":"old","Status":"Enabled","Filter":{},"NoncurrentVersionExpiration":{"NoncurrentDays":1}}]}' 2>/dev/null; then
-	echo "NoncurrentVersionExpiration accepted"; exit 1
+	'{"Rules":[{"ID":"old","Status":"Enabled","Filter":{},"NoncurrentVersionTransitions":[{"NoncurrentDays":1,"StorageClass":"GLACIER"}]}]}' 2>/dev/null; then
+	echo "NoncurrentVersionTransition accepted"; exit 1
 fi
 "$aws" s3api delete-bucket-lifecycle --bucket cli
 if "$aws" s3api get-bucket-lifecycle-configuration --bucket cli >/dev/null 2>&1; then echo "lifecycle still there after delete"; exit 1; fi

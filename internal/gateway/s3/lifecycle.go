@@ -19,9 +19,11 @@ import (
 // gateway's sweep (RunLifecycle, SweepLifecycle): expiration of current
 // objects (after Days, or from a Date) and abort of multipart uploads
 // DaysAfterInitiation days old, for the objects a rule's filter (prefix,
-// tags, sizes) selects. Buckets are not versioned, so there is nothing
-// for NoncurrentVersion* actions to act on, and the grid has one storage
-// class: those actions are refused, not ignored.
+// tags, sizes) selects; on versioned buckets, expiration of noncurrent
+// versions (NoncurrentDays after they became noncurrent, beyond
+// NewerNoncurrentVersions) and of delete markers left with no version
+// behind them (ExpiredObjectDeleteMarker). The grid has one storage
+// class: transitions are refused, not ignored.
 
 // maxLifecycleRules is S3's limit on the rules of a configuration.
 const maxLifecycleRules = 1000
@@ -53,6 +55,13 @@ type lcExpiration struct {
 	Other                     []anyElem `xml:",any" json:"-"`
 }
 
+// lcNoncurrent is NoncurrentVersionExpiration.
+type lcNoncurrent struct {
+	Days  *int      `xml:"NoncurrentDays" json:"days,omitempty"`
+	Newer *int      `xml:"NewerNoncurrentVersions" json:"newer,omitempty"`
+	Other []anyElem `xml:",any" json:"-"`
+}
+
 type lcAbort struct {
 	DaysAfterInitiation *int      `xml:"DaysAfterInitiation" json:"days,omitempty"`
 	Other               []anyElem `xml:",any" json:"-"`
@@ -66,6 +75,7 @@ type lcRule struct {
 	Status     string        `xml:"Status" json:"status"`
 	Expiration *lcExpiration `xml:"Expiration" json:"expiration,omitempty"`
 	Abort      *lcAbort      `xml:"AbortIncompleteMultipartUpload" json:"abort,omitempty"`
+	Noncurrent *lcNoncurrent `xml:"NoncurrentVersionExpiration" json:"noncurrent,omitempty"`
 	Other      []anyElem     `xml:",any" json:"-"`
 }
 
@@ -78,7 +88,7 @@ type lifecycleXML struct {
 
 var (
 	errNoLifecycle  = s3err("NoSuchLifecycleConfiguration", 404, "The lifecycle configuration does not exist")
-	errLCNoncurrent = notImpl("NoncurrentVersionExpiration and NoncurrentVersionTransition are refused: buckets are not versioned, so they have no noncurrent versions to expire.")
+	errLCNoncurrent = notImpl("NoncurrentVersionTransition is refused: the grid has one storage class.")
 	errLCTransition = notImpl("Transition is refused: the grid has one storage class, so there is nothing to transition objects to.")
 )
 
@@ -88,7 +98,7 @@ func invalidArg(msg string) *Error { return s3err("InvalidArgument", 400, msg) }
 func unknownElem(other []anyElem) error {
 	for _, o := range other {
 		switch o.XMLName.Local {
-		case "NoncurrentVersionExpiration", "NoncurrentVersionTransition":
+		case "NoncurrentVersionTransition":
 			return errLCNoncurrent
 		case "Transition":
 			return errLCTransition
@@ -176,7 +186,7 @@ func checkRule(r lcRule) error {
 		}
 		sized = gt != nil || lt != nil
 	}
-	if r.Expiration == nil && r.Abort == nil {
+	if r.Expiration == nil && r.Abort == nil && r.Noncurrent == nil {
 		return s3err("InvalidRequest", 400, "At least one action needs to be specified in a rule")
 	}
 	if e := r.Expiration; e != nil {
@@ -202,6 +212,20 @@ func checkRule(r lcRule) error {
 		}
 		if e.ExpiredObjectDeleteMarker != nil && tagged {
 			return s3err("InvalidRequest", 400, "ExpiredObjectDeleteMarker cannot be specified with tags.")
+		}
+	}
+	if nc := r.Noncurrent; nc != nil {
+		if err := unknownElem(nc.Other); err != nil {
+			return err
+		}
+		if nc.Days == nil {
+			return errMalformedXML
+		}
+		if *nc.Days <= 0 {
+			return invalidArg("'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer")
+		}
+		if nc.Newer != nil && (*nc.Newer <= 0 || *nc.Newer > 100) {
+			return invalidArg("'NewerNoncurrentVersions' for NoncurrentVersionExpiration action must be a positive integer up to 100")
 		}
 	}
 	if a := r.Abort; a != nil {
@@ -358,7 +382,29 @@ func (r lcRule) expires(o gateway.ObjectInfo, now time.Time) bool {
 		d, err := lcDate(*e.Date)
 		return err == nil && !now.Before(d)
 	}
-	return false // ExpiredObjectDeleteMarker: buckets have no delete markers
+	return false // ExpiredObjectDeleteMarker: expiresMarker
+}
+
+// expiresNoncurrent reports whether an enabled rule expires a noncurrent
+// version at now: o became noncurrent at since, and newer noncurrent
+// versions of its key are newer of them.
+func (r lcRule) expiresNoncurrent(o gateway.ObjectInfo, since time.Time, newer int, now time.Time) bool {
+	nc := r.Noncurrent
+	if r.Status != "Enabled" || nc == nil || nc.Days == nil || !r.selects(o) {
+		return false
+	}
+	if nc.Newer != nil && newer < *nc.Newer {
+		return false
+	}
+	return !now.Before(afterDays(since, *nc.Days))
+}
+
+// expiresMarker reports whether an enabled rule removes a delete marker
+// that is its key's only version.
+func (r lcRule) expiresMarker(key string) bool {
+	e := r.Expiration
+	return r.Status == "Enabled" && e != nil && e.ExpiredObjectDeleteMarker != nil && *e.ExpiredObjectDeleteMarker &&
+		strings.HasPrefix(key, r.prefix())
 }
 
 // aborts reports whether an enabled rule aborts an upload at now.
@@ -366,6 +412,74 @@ func (r lcRule) aborts(u gateway.Upload, now time.Time) bool {
 	a := r.Abort
 	return r.Status == "Enabled" && a != nil && a.DaysAfterInitiation != nil &&
 		strings.HasPrefix(u.Key, r.prefix()) && !now.Before(afterDays(u.Initiated, *a.DaysAfterInitiation))
+}
+
+// sweepVersions removes the noncurrent versions and the lone delete
+// markers of a versioned bucket that rules expire at now. Each key's
+// versions are taken whole, newest first: a version became noncurrent
+// when the next newer one was written.
+func (s *Server) sweepVersions(ctx context.Context, bucket string, rules []lcRule, now time.Time) error {
+	if mode, err := s.gw.Versioning(ctx, bucket); err != nil || mode == "" {
+		return err
+	}
+	type doomed struct{ key, vid, why string }
+	var gone []doomed
+	var group []gateway.VersionEntry
+	decide := func() {
+		if len(group) == 0 {
+			return
+		}
+		if len(group) == 1 && group[0].DeleteMarker && group[0].IsLatest {
+			for _, r := range rules {
+				if r.expiresMarker(group[0].Key) {
+					gone = append(gone, doomed{group[0].Key, group[0].VersionID, r.ID})
+					break
+				}
+			}
+		}
+		newer := 0 // noncurrent versions newer than this one
+		for i := 1; i < len(group); i++ {
+			v := group[i]
+			if v.DeleteMarker {
+				continue
+			}
+			for _, r := range rules {
+				if r.expiresNoncurrent(v.ObjectInfo, group[i-1].Modified, newer, now) {
+					gone = append(gone, doomed{v.Key, v.VersionID, r.ID})
+					break
+				}
+			}
+			newer++
+		}
+		group = group[:0]
+	}
+	keyMarker, vidMarker := "", ""
+	for {
+		l, err := s.gw.ListVersions(ctx, bucket, "", "", keyMarker, vidMarker, 1000)
+		if err != nil {
+			return err
+		}
+		for _, v := range l.Versions {
+			if len(group) > 0 && group[0].Key != v.Key {
+				decide()
+			}
+			group = append(group, v)
+		}
+		if !l.Truncated {
+			break
+		}
+		keyMarker, vidMarker = l.NextKey, l.NextVersion
+	}
+	decide()
+	var errs []error
+	for _, d := range gone {
+		if _, err := s.gw.DeleteObjectVersion(ctx, bucket, d.key, d.vid); err != nil && !errors.Is(err, gateway.ErrNoVersion) {
+			errs = append(errs, err)
+			continue
+		}
+		s.log.Info("s3: lifecycle expired a version", "bucket", bucket, "key", d.key, "version", d.vid, "rule", d.why)
+	}
+	return errors.Join(errs...)
 }
 
 // SweepLifecycle applies every bucket's lifecycle rules once, as of
@@ -393,12 +507,18 @@ func (s *Server) SweepLifecycle(ctx context.Context) error {
 }
 
 func (s *Server) sweepBucket(ctx context.Context, bucket string, rules []lcRule, now time.Time) error {
-	var expiring, aborting bool
+	var expiring, aborting, versions bool
 	for _, r := range rules {
 		expiring = expiring || r.Status == "Enabled" && r.Expiration != nil
 		aborting = aborting || r.Status == "Enabled" && r.Abort != nil
+		versions = versions || r.Status == "Enabled" && (r.Noncurrent != nil || r.Expiration != nil && r.Expiration.ExpiredObjectDeleteMarker != nil)
 	}
 	var errs []error
+	if versions {
+		if err := s.sweepVersions(ctx, bucket, rules, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for after := ""; expiring; {
 		l, err := s.gw.List(ctx, bucket, "", "", after, 1000)
 		if err != nil {

@@ -109,7 +109,10 @@ func TestLifecycleConfiguration(t *testing.T) {
 		{rule(`<Status>Enabled</Status><Filter/>`), 400, "InvalidRequest"}, // no action
 		{rule(`<Status>Enabled</Status><Filter><Tag><Key>k</Key><Value>v</Value></Tag></Filter><AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload>`), 400, "InvalidRequest"},
 		{rule(`<Status>Enabled</Status><Filter/><AbortIncompleteMultipartUpload><DaysAfterInitiation>0</DaysAfterInitiation></AbortIncompleteMultipartUpload>`), 400, "InvalidArgument"},
-		{rule(`<Status>Enabled</Status><Filter/><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration>`), 501, "NotImplemented"},
+		{rule(`<Status>Enabled</Status><Filter/><NoncurrentVersionTransition><NoncurrentDays>1</NoncurrentDays><StorageClass>GLACIER</StorageClass></NoncurrentVersionTransition>`), 501, "NotImplemented"},
+		{rule(`<Status>Enabled</Status><Filter/><NoncurrentVersionExpiration></NoncurrentVersionExpiration>`), 400, "MalformedXML"},
+		{rule(`<Status>Enabled</Status><Filter/><NoncurrentVersionExpiration><NoncurrentDays>0</NoncurrentDays></NoncurrentVersionExpiration>`), 400, "InvalidArgument"},
+		{rule(`<Status>Enabled</Status><Filter/><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays><NewerNoncurrentVersions>101</NewerNoncurrentVersions></NoncurrentVersionExpiration>`), 400, "InvalidArgument"},
 		{rule(`<Status>Enabled</Status><Filter/><Transition><Days>1</Days><StorageClass>GLACIER</StorageClass></Transition>`), 501, "NotImplemented"},
 		{rule(`<Status>Enabled</Status><Filter/><Bogus/>` + exp1), 400, "MalformedXML"},
 		{`<LifecycleConfiguration><Rule><ID>x</ID><Status>Enabled</Status><Filter/>` + exp1 + `</Rule><Rule><ID>x</ID><Status>Enabled</Status><Filter/>` + exp1 + `</Rule></LifecycleConfiguration>`, 400, "InvalidArgument"},

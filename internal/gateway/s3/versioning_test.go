@@ -8,11 +8,15 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/jonboulle/clockwork"
 	"github.com/quilt-grid/quilt/internal/gateway"
+	"github.com/quilt-grid/quilt/internal/gateway/s3"
+	"github.com/quilt-grid/quilt/internal/testgrid"
 )
 
 // versionsOf lists every version and delete marker of a bucket under
@@ -479,5 +483,104 @@ func TestVersioningOtherWrites(t *testing.T) {
 	}
 	if _, err := c.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{Bucket: aws.String("nope"), VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); code(err) != "NoSuchBucket" {
 		t.Fatalf("missing bucket: %v", err)
+	}
+}
+
+// TestLifecycleVersions: on a versioned bucket the lifecycle sweep
+// expires noncurrent versions NoncurrentDays after they became
+// noncurrent (keeping NewerNoncurrentVersions of them), removes a delete
+// marker left alone (ExpiredObjectDeleteMarker), and expiring a current
+// object writes a delete marker: its version stays.
+func TestLifecycleVersions(t *testing.T) {
+	fake := clockwork.NewFakeClockAt(time.Now())
+	e := newEnvWith(t, testgrid.Options{Nodes: 3}, s3.Options{Clock: fake, LifecycleEvery: time.Hour})
+	c := e.client(e.admin)
+	ctx := context.Background()
+	b := aws.String("lcver")
+	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{Bucket: b, VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &types.BucketLifecycleConfiguration{Rules: []types.LifecycleRule{
+		{ID: aws.String("old"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("old/")},
+			NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1)}},
+		{ID: aws.String("keep1"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("keep1/")},
+			NoncurrentVersionExpiration: &types.NoncurrentVersionExpiration{NoncurrentDays: aws.Int32(1), NewerNoncurrentVersions: aws.Int32(1)}},
+		{ID: aws.String("markers"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("gone/")},
+			Expiration: &types.LifecycleExpiration{ExpiredObjectDeleteMarker: aws.Bool(true)}},
+		{ID: aws.String("cur"), Status: types.ExpirationStatusEnabled, Filter: &types.LifecycleRuleFilter{Prefix: aws.String("cur/")},
+			Expiration: &types.LifecycleExpiration{Days: aws.Int32(1)}},
+	}}
+	if _, err := c.PutBucketLifecycleConfiguration(ctx, &awss3.PutBucketLifecycleConfigurationInput{Bucket: b, LifecycleConfiguration: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string][]string{}
+	put := func(key string) {
+		t.Helper()
+		out, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: b, Key: aws.String(key), Body: strings.NewReader(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[key] = append(ids[key], aws.ToString(out.VersionId))
+	}
+	for range 3 {
+		put("old/a")
+		put("keep1/b")
+	}
+	put("gone/c")
+	put("gone/d")
+	put("cur/e")
+	for _, k := range []string{"gone/c", "gone/d"} {
+		if _, err := c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: b, Key: aws.String(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// gone/c's object version is deleted for good: its marker is alone.
+	if _, err := c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: b, Key: aws.String("gone/c"), VersionId: aws.String(ids["gone/c"][0])}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() map[string]int {
+		t.Helper()
+		out, err := c.ListObjectVersions(ctx, &awss3.ListObjectVersionsInput{Bucket: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]int{}
+		for _, v := range out.Versions {
+			n[aws.ToString(v.Key)]++
+		}
+		for _, m := range out.DeleteMarkers {
+			n[aws.ToString(m.Key)+"(dm)"]++
+		}
+		return n
+	}
+	sweep := func(d time.Duration) {
+		t.Helper()
+		fake.Advance(d)
+		if err := e.s3.SweepLifecycle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// At once: only gone/c's lone marker goes (it has no day count).
+	sweep(0)
+	if got, want := fmt.Sprint(count()), fmt.Sprint(map[string]int{"old/a": 3, "keep1/b": 3, "gone/d": 1, "gone/d(dm)": 1, "cur/e": 1}); got != want {
+		t.Fatalf("at once: %s, want %s", got, want)
+	}
+	sweep(3 * 24 * time.Hour)
+	if got, want := fmt.Sprint(count()), fmt.Sprint(map[string]int{"old/a": 1, "keep1/b": 2, "gone/d": 1, "gone/d(dm)": 1, "cur/e": 1, "cur/e(dm)": 1}); got != want {
+		t.Fatalf("after three days: %s, want %s", got, want)
+	}
+	// What is left: old/a's current version, keep1/b's current and its
+	// newest noncurrent one.
+	if b := body(t, c, "lcver", "old/a", ids["old/a"][2]); b != "old/a" {
+		t.Fatalf("old/a: %q", b)
+	}
+	if _, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: aws.String("keep1/b"), VersionId: aws.String(ids["keep1/b"][1])}); err != nil {
+		t.Fatalf("keep1/b's newest noncurrent version: %v", err)
+	}
+	if _, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: aws.String("keep1/b"), VersionId: aws.String(ids["keep1/b"][0])}); code(err) != "NotFound" && code(err) != "NoSuchVersion" {
+		t.Fatalf("keep1/b's oldest version: %v", err)
 	}
 }
