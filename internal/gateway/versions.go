@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -134,9 +135,11 @@ func newVersionID(t time.Time) string {
 }
 
 // CheckVersionID reports whether id is a version ID the gateway could
-// have made ("null" or 24 lower-case hex digits): ErrBadVersion if not.
+// have made ("null" or 24 lower-case hex digits), or a UUID (MinIO's
+// form: tools written for MinIO send one and expect "no such version"):
+// ErrBadVersion if not.
 func CheckVersionID(id string) error {
-	if id == NullVersion {
+	if id == NullVersion || uuidForm.MatchString(id) {
 		return nil
 	}
 	if len(id) != 24 || strings.Trim(id, "0123456789abcdef") != "" {
@@ -144,6 +147,8 @@ func CheckVersionID(id string) error {
 	}
 	return nil
 }
+
+var uuidForm = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // VersionOf is the version ID of a record ("null" for none).
 func VersionOf(info ObjectInfo) string {

@@ -109,6 +109,7 @@ func TestRouting(t *testing.T) {
 		tc{"DELETE", "/rtb/obj?versionId=000000000000000000000000", "", nil, 404, "NoSuchVersion"},
 		tc{"GET", "/rtb/obj?versionId=3HL4kqtJlcpXroDTDmJ", "", nil, 400, "InvalidArgument"},
 		tc{"GET", "/rtb/obj?versionId=000000000000000000000000", "", nil, 404, "NoSuchVersion"},
+		tc{"GET", "/rtb/obj?versionId=3f1c2a4e-9b7d-4c1e-8f2a-0123456789ab", "", nil, 404, "NoSuchVersion"},
 		tc{"PUT", "/rtb/obj?versionId=null", "evil", nil, 400, "InvalidArgument"},
 		tc{"PUT", "/rtb?versioning", "<VersioningConfiguration><Status>Enabled</Status><MfaDelete>Enabled</MfaDelete></VersioningConfiguration>", nil, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/copy", "", []string{"x-amz-copy-source", "rtb/obj?versionId=abc"}, 400, "InvalidArgument"},
