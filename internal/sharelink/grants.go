@@ -47,6 +47,11 @@ type GrantInfo struct {
 	With    string `json:"with"` // "user:NAME" or "group:NAME"
 	Mode    string `json:"mode"` // "read" or "write"
 	Created string `json:"created"`
+	// Dir says whether the shared path is a folder (listed by GET of its
+	// files) or a file (sent by it); with-me fills it in.
+	Dir bool `json:"dir"`
+	// Gone says the shared path is no longer there (with-me only).
+	Gone bool `json:"gone,omitempty"`
 }
 
 func grantInfo(g gateway.Grant) GrantInfo {
@@ -218,7 +223,9 @@ func (h *Handler) serveWithMe(w http.ResponseWriter, r *http.Request, user strin
 		out := []GrantInfo{}
 		for _, g := range gs {
 			if g.Owner != user && h.mine(ctx, g, user) && (h.cfg.OwnerActive == nil || h.cfg.OwnerActive(ctx, g.Owner)) {
-				out = append(out, grantInfo(g))
+				gi := grantInfo(g)
+				gi.Dir, gi.Gone = h.kind(ctx, g)
+				out = append(out, gi)
 			}
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -238,6 +245,20 @@ func (h *Handler) serveWithMe(w http.ResponseWriter, r *http.Request, user strin
 		return
 	}
 	h.grantFiles(w, r, user, g, rest[2:])
+}
+
+// kind says whether grant g's path is a folder, or is gone (not there,
+// a symbolic link, or its bucket not reachable).
+func (h *Handler) kind(ctx context.Context, g gateway.Grant) (dir, gone bool) {
+	t, err := h.tree(ctx, g.Bucket)
+	if err != nil {
+		return false, true
+	}
+	info, err := t.Stat(ctx, g.Path)
+	if err != nil || info.Mode&fs.ModeSymlink != 0 {
+		return false, true
+	}
+	return info.IsDir(), false
 }
 
 // FileInfo is an entry of a shared folder as the API lists it.

@@ -623,6 +623,19 @@ func TestShareLinks(t *testing.T) {
 		if !has(withMe("bob"), docs.ID) || has(withMe("carol"), docs.ID) || has(withMe("alice"), docs.ID) {
 			t.Fatal("with-me lists the grant to the wrong users")
 		}
+		for _, g := range withMe("bob") {
+			if g.ID == docs.ID && (!g.Dir || g.Gone) {
+				t.Fatalf("with-me: a folder's grant says dir %v, gone %v", g.Dir, g.Gone)
+			}
+		}
+		report := grant("alice", `{"path":"/docs/report.txt","with":"user:bob"}`, http.StatusCreated)
+		for _, g := range withMe("bob") {
+			if g.ID == report.ID && (g.Dir || g.Gone) {
+				t.Fatalf("with-me: a file's grant says dir %v, gone %v", g.Dir, g.Gone)
+			}
+		}
+		want(t, "bob reads the shared file", f.do("GET", "/api/shares/with-me/"+report.ID+"/files", "bob", nil, nil), http.StatusOK, "the quarterly report")
+		want(t, "alice removes the file's grant", f.do("DELETE", "/api/shares/grants/"+report.ID, "alice", nil, csrf), http.StatusNoContent)
 		r := f.do("GET", "/api/shares/grants", "alice", nil, nil)
 		want(t, "alice's grants", r, http.StatusOK, docs.ID)
 		want(t, "bob's grants", f.do("GET", "/api/shares/grants", "bob", nil, nil), http.StatusOK)
