@@ -333,6 +333,8 @@ func (h *Handler) grantFiles(w http.ResponseWriter, r *http.Request, user string
 		switch {
 		case errors.Is(err, errTooLarge):
 			apiError(w, http.StatusRequestEntityTooLarge, "over "+humanSize(h.cfg.MaxUpload))
+		case errors.Is(err, gateway.ErrQuota):
+			apiError(w, http.StatusInsufficientStorage, "the owner's drive is full: "+err.Error())
 		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, tree.ErrNotDir):
 			apiError(w, http.StatusConflict, "the folder to write into is not there")
 		case errors.Is(err, tree.ErrIsDir):

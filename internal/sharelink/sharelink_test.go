@@ -700,6 +700,38 @@ func TestShareLinks(t *testing.T) {
 		}
 	})
 
+	// A write into a drive that is full, through a share with a user or
+	// an upload link, is 507 with the reason, not 503 as if the server
+	// were down; one that fits is stored.
+	t.Run("Quota", func(t *testing.T) {
+		ctx := context.Background()
+		if err := f.gw.CreateBucket(ctx, "dave-files", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.trees["dave-files"] = f.gw.Tree("dave-files")
+		if _, _, err := f.gw.CreateUser(ctx, gateway.NewUser{Name: "dave", Password: "dave's long password", Quota: 1000, Home: "dave-files"}); err != nil {
+			t.Fatal(err)
+		}
+		f.put("dave-files", "drop/first.txt", "x")
+		const id = "daveDrop0000000000000000"
+		if err := f.gw.PutGrant(ctx, gateway.Grant{ID: id, Owner: "dave", Bucket: "dave-files", Path: "drop", With: "user:bob", Perm: "write", Created: f.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		files := "/api/shares/with-me/" + id + "/files"
+		want(t, "bob writes past dave's quota", f.do("PUT", files+"/big.bin", "bob", strings.NewReader(strings.Repeat("b", 2000)), csrf), http.StatusInsufficientStorage, "full")
+		if _, err := f.trees["dave-files"].Stat(ctx, "drop/big.bin"); err == nil {
+			t.Fatal("a file over the quota was stored")
+		}
+		want(t, "bob writes within dave's quota", f.do("PUT", files+"/small.bin", "bob", strings.NewReader("small"), csrf), http.StatusCreated)
+
+		const token = "daveLink0000000000000000"
+		if err := f.gw.PutShare(ctx, gateway.ShareLink{Token: token, Owner: "dave", Bucket: "dave-files", Path: "drop", Mode: sharelink.ModeUpload, Created: f.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		body, ctype := form(t, map[string]string{"big.bin": strings.Repeat("u", 2000)}, []string{"big.bin"})
+		want(t, "an upload link past dave's quota", f.do("POST", "/s/"+token+"/upload", "", body, map[string]string{"Content-Type": ctype}), http.StatusInsufficientStorage, "full")
+	})
+
 	// Last: it leaves 127.0.0.1 limited for a minute of the clock.
 	t.Run("TokenGuessing", func(t *testing.T) {
 		l := f.create("alice", map[string]string{"path": "/docs/report.txt"})

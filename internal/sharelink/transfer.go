@@ -184,6 +184,9 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, l gateway.Share
 		case errors.Is(err, fs.ErrExist):
 			answer(http.StatusConflict, name+" appeared at the same moment from elsewhere; send it again.")
 			return
+		case errors.Is(err, gateway.ErrQuota):
+			answer(http.StatusInsufficientStorage, name+" does not fit: the drive it goes to is full.")
+			return
 		case err != nil:
 			h.cfg.Logger.Error("sharelink: upload", "bucket", l.Bucket, "name", final, "err", err)
 			answer(http.StatusServiceUnavailable, name+" could not be stored: "+err.Error())
