@@ -161,7 +161,7 @@ func (h *Handler) shareable(w http.ResponseWriter, r *http.Request, user, bucket
 	}
 	info, err := t.Stat(r.Context(), p)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) || h.hidden(p):
 		apiError(w, http.StatusNotFound, "path: no such file or folder")
 		return false
 	case err != nil:
@@ -255,7 +255,7 @@ func (h *Handler) kind(ctx context.Context, g gateway.Grant) (dir, gone bool) {
 		return false, true
 	}
 	info, err := t.Stat(ctx, g.Path)
-	if err != nil || info.Mode&fs.ModeSymlink != 0 {
+	if err != nil || info.Mode&fs.ModeSymlink != 0 || h.hidden(g.Path) {
 		return false, true
 	}
 	return info.IsDir(), false
@@ -280,11 +280,11 @@ func (h *Handler) grantFiles(w http.ResponseWriter, r *http.Request, user string
 		return
 	}
 	root, err := t.Stat(ctx, g.Path)
-	if err != nil || root.Mode&fs.ModeSymlink != 0 || (len(sub) > 0 && !root.IsDir()) {
+	p := path.Join(append([]string{g.Path}, sub...)...)
+	if err != nil || root.Mode&fs.ModeSymlink != 0 || (len(sub) > 0 && !root.IsDir()) || h.hidden(g.Path) || h.hidden(p) {
 		apiError(w, http.StatusNotFound, "no such file in this share")
 		return
 	}
-	p := path.Join(append([]string{g.Path}, sub...)...)
 	write := r.Method == http.MethodPut || r.Method == http.MethodDelete
 	if write && g.Perm != PermWrite {
 		apiError(w, http.StatusForbidden, "this share is read-only")
@@ -309,7 +309,7 @@ func (h *Handler) grantFiles(w http.ResponseWriter, r *http.Request, user string
 		}
 		out := []FileInfo{}
 		for _, e := range list {
-			if e.Mode&fs.ModeSymlink != 0 {
+			if e.Mode&fs.ModeSymlink != 0 || h.hidden(e.Path) {
 				continue
 			}
 			fi := FileInfo{Name: e.Name(), Dir: e.IsDir(), Size: e.Size}

@@ -75,6 +75,11 @@ type Config struct {
 	// OwnerActive, if set, says whether a link's owner may still share:
 	// a link of an owner it refuses answers as a revoked one.
 	OwnerActive func(ctx context.Context, owner string) bool
+	// Hidden, if set, says whether a path of a bucket's tree ("a/b") is
+	// kept from links and shares: the web app's trash (webapp.Hidden).
+	// Such a path is not shared, listed, zipped, read nor written through
+	// a link or a grant: it answers as one that is not there.
+	Hidden func(p string) bool
 	// BaseURL is the public URL of the listener ("https://files.example"),
 	// used in the links' URLs; "" takes the scheme and Host of the
 	// request that makes or lists them.
@@ -205,6 +210,12 @@ func (h *Handler) tree(ctx context.Context, bucket string) (*tree.Tree, error) {
 	}
 	h.mu.Unlock()
 	return t, nil
+}
+
+// hidden reports whether tree path p is kept from links and shares
+// (Config.Hidden).
+func (h *Handler) hidden(p string) bool {
+	return h.cfg.Hidden != nil && h.cfg.Hidden(p)
 }
 
 // linkURL is the public URL of a token.

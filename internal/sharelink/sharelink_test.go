@@ -101,6 +101,7 @@ func newFixture(t *testing.T) *fixture {
 			return name == "staff" || name == "band"
 		},
 		OwnerActive: func(ctx context.Context, owner string) bool { _, gone := f.gone.Load(owner); return !gone },
+		Hidden:      func(p string) bool { return p == ".trash" || strings.HasPrefix(p, ".trash/") },
 		MaxUpload:   maxUpload,
 		Now:         f.clock.Now,
 	})
@@ -698,6 +699,60 @@ func TestShareLinks(t *testing.T) {
 		if got := decodeQR(t, r.body); got != l.URL {
 			t.Fatalf("the QR code says %q, want %q", got, l.URL)
 		}
+	})
+
+	// A path Config.Hidden reports (the web app's trash) is kept from
+	// links and grants to the whole bucket: not listed, zipped, read,
+	// written nor shared itself.
+	t.Run("Hidden", func(t *testing.T) {
+		f.put("alice-files", ".trash/deleted.txt", "deleted, not shared")
+		l := f.create("alice", map[string]string{"path": "/"})
+		base := "/s/" + l.Token
+		r := f.do("GET", base, "", nil, nil)
+		want(t, "the bucket's link", r, http.StatusOK, "docs")
+		if strings.Contains(r.body, ".trash") {
+			t.Fatal("a link's listing shows the hidden folder")
+		}
+		for _, p := range []string{"/view/.trash", "/view/.trash/", "/download/.trash/deleted.txt", "/download/.trash", "/view/%2etrash"} {
+			if r := f.do("GET", base+p, "", nil, nil); r.code != http.StatusNotFound || strings.Contains(r.body, "deleted") {
+				t.Errorf("a link's %s: %d", p, r.code)
+			}
+		}
+		r = f.do("GET", base+"/download", "", nil, nil)
+		zr, err := zip.NewReader(strings.NewReader(r.body), int64(len(r.body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, zf := range zr.File {
+			if strings.HasPrefix(zf.Name, ".trash") {
+				t.Fatalf("the bucket's zip holds %s", zf.Name)
+			}
+		}
+		want(t, "a link to the hidden folder", f.do("POST", "/api/shares", "alice", strings.NewReader(`{"path":"/.trash/deleted.txt"}`), csrf), http.StatusNotFound)
+		want(t, "a grant of the hidden folder", f.do("POST", "/api/shares/grants", "alice", strings.NewReader(`{"path":"/.trash","with":"user:bob"}`), csrf), http.StatusNotFound)
+
+		r = f.do("POST", "/api/shares/grants", "alice", strings.NewReader(`{"path":"/","with":"user:bob","mode":"write"}`), csrf)
+		want(t, "a grant of the bucket", r, http.StatusCreated)
+		var g sharelink.GrantInfo
+		json.Unmarshal([]byte(r.body), &g)
+		files := "/api/shares/with-me/" + g.ID + "/files"
+		r = f.do("GET", files, "bob", nil, nil)
+		want(t, "bob lists alice's bucket", r, http.StatusOK, `"name":"docs"`)
+		if strings.Contains(r.body, ".trash") {
+			t.Fatal("a grant's listing shows the hidden folder")
+		}
+		want(t, "bob lists the hidden folder", f.do("GET", files+"/.trash", "bob", nil, nil), http.StatusNotFound)
+		want(t, "bob reads in the hidden folder", f.do("GET", files+"/.trash/deleted.txt", "bob", nil, nil), http.StatusNotFound)
+		want(t, "bob writes in the hidden folder", f.do("PUT", files+"/.trash/new.txt", "bob", strings.NewReader("x"), csrf), http.StatusNotFound)
+		want(t, "bob deletes in the hidden folder", f.do("DELETE", files+"/.trash/deleted.txt", "bob", nil, csrf), http.StatusNotFound)
+		if _, err := f.trees["alice-files"].Stat(context.Background(), ".trash/deleted.txt"); err != nil {
+			t.Fatal("the hidden file went:", err)
+		}
+		want(t, "alice removes the grant", f.do("DELETE", "/api/shares/grants/"+g.ID, "alice", nil, csrf), http.StatusNoContent)
+
+		up := f.create("alice", map[string]string{"path": "/", "mode": "upload"})
+		body, ctype := form(t, map[string]string{".trash": "x"}, []string{".trash"})
+		want(t, "an upload link's file named as the hidden folder", f.do("POST", "/s/"+up.Token+"/upload", "", body, map[string]string{"Content-Type": ctype}), http.StatusBadRequest)
 	})
 
 	// A write into a drive that is full, through a share with a user or

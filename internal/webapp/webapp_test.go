@@ -998,3 +998,13 @@ func TestWebappSharedPages(t *testing.T) {
 	}
 	alice.want(404, "GET", "/shared", nil)
 }
+
+// TestHidden: the trash, and only it, is kept from other front ends.
+func TestHidden(t *testing.T) {
+	for p, want := range map[string]bool{".quilt-trash": true, ".quilt-trash/20300102T030405Z-0123456789ab": true,
+		".quilt-trashy": false, "a/.quilt-trash": false, "": false, "docs": false} {
+		if webapp.Hidden(p) != want {
+			t.Errorf("Hidden(%q) = %v", p, !want)
+		}
+	}
+}
