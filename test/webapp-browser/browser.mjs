@@ -422,6 +422,7 @@ try {
   check(albumRows.includes('photo.bin') && albumRows.includes('sub/'), `bob lists the shared album: ${albumRows}`);
   check((await bp.textContent('#shared-meta')) === `Shared by ${user}, read-only.` && !(await bp.isVisible('#shared-upload')) && (await bp.$('#shared-pick:visible, label[for=shared-pick]:visible')) === null,
     `a read-only share shows no upload control`);
+  check((await bp.$$('#shared-listing button:has-text("Delete")')).length === 0, `a read-only share shows no Delete`);
   const [bdl] = await Promise.all([bp.waitForEvent('download'), bp.click('#shared-listing a.file:has-text("photo.bin")')]);
   const bobGot = readFileSync(await bdl.path());
   check(bdl.suggestedFilename() === 'photo.bin' && bobGot.equals(files['album/photo.bin']), `bob downloads photo.bin from the share byte for byte: ${bobGot.length} bytes`);
@@ -445,6 +446,17 @@ try {
   check(Buffer.from(ownerGot).equals(fromBob), `the owner reads bob's upload from the inbox byte for byte: ${ownerGot.length} bytes`);
   await page.goto(base + `/files/${user}/inbox/`);
   check((await page.textContent('#listing')).includes('from bob.bin'), `the owner's inbox lists bob's upload`);
+  // A second file, deleted by bob through the write share (after a
+  // confirmation); the read share offers no Delete.
+  await bp.setInputFiles('#shared-pick', { name: 'scratch.txt', mimeType: 'text/plain', buffer: Buffer.from('scratch\n') });
+  await bp.waitForSelector('#shared-listing a.file:has-text("scratch.txt")');
+  bp.once('dialog', (d) => d.accept());
+  await bp.click('#shared-listing button:has-text("Delete scratch.txt")');
+  await bp.waitForSelector('#shared-status:has-text("Deleted scratch.txt.")');
+  const inboxNames = await bp.$$eval('#shared-listing tbody td.name', (tds) => tds.map((td) => td.textContent));
+  check(JSON.stringify(inboxNames) === '["from bob.bin"]', `bob deletes a file through the write share: ${inboxNames}`);
+  await page.goto(base + `/files/${user}/inbox/`);
+  check(!(await page.textContent('#listing')).includes('scratch.txt'), `the owner's inbox no longer has it`);
 
   // The owner removes the album's share: bob no longer sees it.
   await page.goto(base + '/shares');

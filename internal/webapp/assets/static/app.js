@@ -507,6 +507,20 @@
 					d.append(vh);
 					acts.append(d);
 				}
+				if (g.mode === 'write') {
+					// A write share: its files and empty folders may be deleted.
+					const del = document.createElement('button');
+					del.type = 'button'; del.className = 'act danger'; del.textContent = 'Delete';
+					const vh = document.createElement('span'); vh.className = 'vh'; vh.textContent = ' ' + e.name;
+					del.append(vh);
+					del.addEventListener('click', async () => {
+						if (!confirm(`Delete ${e.name} from ${g.owner}'s folder? It does not go to a trash.`)) return;
+						const d = await api('DELETE', filesURL(id, p));
+						if (d.status === 204) { await list(); status.textContent = 'Deleted ' + e.name + '. ' + status.textContent; }
+						else status.textContent = 'Could not delete ' + e.name + ': ' + (d.json.error || ('HTTP ' + d.status));
+					});
+					acts.append(' ', del);
+				}
 				tb.append(tr);
 			}
 			if (l.json.length === 0) {
