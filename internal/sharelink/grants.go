@@ -107,17 +107,34 @@ func (h *Handler) serveGrants(w http.ResponseWriter, r *http.Request, user, buck
 		if !h.shareable(w, r, user, bucket, p) {
 			return
 		}
-		id := make([]byte, tokenBytes)
-		rand.Read(id)
-		g := gateway.Grant{ID: base64.RawURLEncoding.EncodeToString(id), Owner: user, Bucket: bucket, Path: p,
-			With: req.With, Perm: req.Mode, Created: h.cfg.Now().UTC().Truncate(time.Second)}
+		// The same path shared again with the same user or group changes
+		// the share there is (its mode), rather than adding a second one.
+		gs, ok := h.grants(w, r)
+		if !ok {
+			return
+		}
+		code := http.StatusCreated
+		var g gateway.Grant
+		for _, old := range gs {
+			if old.Owner == user && old.Bucket == bucket && old.Path == p && old.With == req.With {
+				g, code = old, http.StatusOK
+				break
+			}
+		}
+		if code == http.StatusCreated {
+			id := make([]byte, tokenBytes)
+			rand.Read(id)
+			g = gateway.Grant{ID: base64.RawURLEncoding.EncodeToString(id), Owner: user, Bucket: bucket, Path: p,
+				With: req.With, Created: h.cfg.Now().UTC().Truncate(time.Second)}
+		}
+		g.Perm = req.Mode
 		if err := h.cfg.Grants.PutGrant(ctx, g); err != nil {
 			h.cfg.Logger.Error("sharelink: storing a grant", "user", user, "err", err)
 			apiError(w, http.StatusServiceUnavailable, "the share could not be stored: "+err.Error())
 			return
 		}
 		h.cfg.Logger.Info("sharelink: shared", "user", user, "path", p, "with", g.With, "mode", g.Perm)
-		writeJSON(w, http.StatusCreated, grantInfo(g))
+		writeJSON(w, code, grantInfo(g))
 	case len(rest) == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		gs, ok := h.grants(w, r)
 		if !ok {

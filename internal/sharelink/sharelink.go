@@ -24,7 +24,9 @@
 // An unknown, malformed, expired or revoked token gets the same 404 page,
 // so a guess learns nothing. Paths under a shared folder are checked
 // element by element (no empty, "." or ".." element, however escaped) and
-// symbolic links are neither listed nor followed. See docs/files.md.
+// symbolic links are neither listed nor followed. Paths Config.Hidden
+// names (the web app's trash) are kept from links and grants alike. See
+// docs/files.md.
 package sharelink
 
 import (

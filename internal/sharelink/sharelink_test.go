@@ -650,6 +650,27 @@ func TestShareLinks(t *testing.T) {
 			t.Fatalf("bob reads: %d %q", r.code, r.body)
 		}
 		want(t, "bob writes a read share", f.do("PUT", files+"/x.txt", "bob", strings.NewReader("x"), csrf), http.StatusForbidden)
+		// Shared again with bob: the same share, its mode changed; no
+		// second one.
+		again := grant("alice", `{"path":"/docs/","with":"user:bob","mode":"write"}`, http.StatusOK)
+		if again.ID != docs.ID || again.Mode != "write" {
+			t.Fatalf("shared again: %+v", again)
+		}
+		n := 0
+		for _, g := range withMe("bob") {
+			if g.Path == "/docs" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("shared twice: bob has %d shares of /docs", n)
+		}
+		want(t, "bob writes the share made write", f.do("PUT", files+"/x.txt", "bob", strings.NewReader("x"), csrf), http.StatusCreated)
+		want(t, "bob deletes it", f.do("DELETE", files+"/x.txt", "bob", nil, csrf), http.StatusNoContent)
+		if g := grant("alice", `{"path":"/docs","with":"user:bob","mode":"read"}`, http.StatusOK); g.ID != docs.ID || g.Mode != "read" {
+			t.Fatalf("made read again: %+v", g)
+		}
+		want(t, "bob writes the share made read again", f.do("PUT", files+"/x.txt", "bob", strings.NewReader("x"), csrf), http.StatusForbidden)
 		want(t, "carol reads bob's", f.do("GET", files, "carol", nil, nil), http.StatusNotFound)
 		want(t, "nobody reads", f.do("GET", files, "", nil, nil), http.StatusUnauthorized)
 		for _, p := range []string{"/..", "/%2e%2e/secret/keys.txt", "/..%2Fsecret%2Fkeys.txt"} {

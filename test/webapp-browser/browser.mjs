@@ -375,8 +375,10 @@ try {
   await page.goto(base + `/files/${user}/album/`);
   let msg = await grant('user', 'nobody-at-all', 'read', true);
   check(msg.includes('no such user or group'), `share dialog: a share with a user who does not exist is refused: ${msg}`);
+  msg = await grant('user', 'bob', 'write');
+  check(msg === 'Shared /album with the user bob, read and write.', `share dialog: the album shared with bob: ${msg}`);
   msg = await grant('user', 'bob', 'read');
-  check(msg === 'Shared /album with the user bob, read-only.', `share dialog: the album shared with bob read-only: ${msg}`);
+  check(msg === '/album was shared with the user bob already: now read-only.', `share dialog: shared again, the album's share made read-only: ${msg}`);
   await page.goto(base + `/files/${user}/inbox/`);
   // The group reaches the running gateway through its registry's sync
   // (run.sh made it just before): until then the dialog says there is no

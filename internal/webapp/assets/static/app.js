@@ -290,12 +290,15 @@
 			const fd = new FormData(gform);
 			const name = String(fd.get('name') || '').trim();
 			const r = await api('POST', '/api/shares/grants', { path: sharePath, with: fd.get('kind') + ':' + name, mode: fd.get('perm') });
-			if (r.status !== 201) {
+			if (r.status !== 201 && r.status !== 200) {
 				gerr.textContent = r.json.error || ('Could not share (HTTP ' + r.status + ').');
 				gerr.hidden = false;
 				return;
 			}
-			gdone.textContent = `Shared ${r.json.path} with the ${fd.get('kind')} ${name}, ${r.json.mode === 'write' ? 'read and write' : 'read-only'}.`;
+			const how = r.json.mode === 'write' ? 'read and write' : 'read-only';
+			// 200: it was shared with them already; its mode is changed.
+			gdone.textContent = r.status === 201 ? `Shared ${r.json.path} with the ${fd.get('kind')} ${name}, ${how}.`
+				: `${r.json.path} was shared with the ${fd.get('kind')} ${name} already: now ${how}.`;
 			document.getElementById('grant-name').value = '';
 		});
 		document.getElementById('share-close').addEventListener('click', () => dlg.close());
