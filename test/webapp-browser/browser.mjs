@@ -551,6 +551,18 @@ try {
   check(sel[0] === 'share-url' && /\/s\/[A-Za-z0-9_-]{24}$/.test(sel[1]) && sel[2] === sel[1], `keyboard: the link is focused and selected: ${sel[1]}`);
   await kp.keyboard.press('Escape');
   check(await kp.evaluate(() => !document.getElementById('share-dialog').open), `keyboard: Escape closes the share dialog`);
+  // Share it with bob by keyboard: Tab to the name, type it, Enter.
+  check(await tabTo('Share this folder'), `keyboard: Tab reaches Share this folder again`);
+  await kp.keyboard.press('Enter');
+  await kp.waitForSelector('#share-dialog[open]');
+  check(await tabTo('grant-name', 15), `keyboard: Tab reaches the name to share with`);
+  await kp.keyboard.type('bob');
+  await kp.keyboard.press('Enter');
+  await kp.waitForSelector('#grant-done:has-text("Shared")');
+  const kmsg = await kp.textContent('#grant-done');
+  check(kmsg === 'Shared /by-keyboard with the user bob, read-only.', `keyboard: shared with bob from the keyboard: ${kmsg}`);
+  await kp.keyboard.press('Escape');
+  check(await kp.evaluate(() => !document.getElementById('share-dialog').open), `keyboard: Escape closes the share dialog again`);
   await kb.close();
 
   console.log('browser test: all passed');
