@@ -434,6 +434,10 @@ try {
     return [res.status, (await res.json()).error];
   }, albumID);
   check(putRead[0] === 403 && putRead[1].includes('read-only'), `an upload into the read-only share is refused: ${putRead}`);
+  // A file's path typed in as a folder's: its download offered instead.
+  await bp.goto(base + '/shared?id=' + albumID + '&path=photo.bin');
+  await bp.waitForSelector('#shared-status a:has-text("download photo.bin")');
+  check(!(await bp.isVisible('#shared-listing')), `a file's path on Shared with me offers its download, no listing`);
   await bp.click('#shared-crumbs a:has-text("Shared with me")');
   await bp.waitForSelector('#with-me', { state: 'visible' });
   await Promise.all([bp.waitForNavigation(), bp.click('#with-me a:has-text("inbox/")')]);

@@ -478,7 +478,20 @@
 		}
 		const table = document.getElementById('shared-listing');
 		async function list() {
-			const l = await api('GET', filesURL(id, sub));
+			const res = await fetch(filesURL(id, sub), { credentials: 'same-origin', headers: { 'X-Requested-With': 'quilt' } });
+			const isFile = res.ok && (res.headers.get('Content-Disposition') || '').startsWith('attachment');
+			let l = { status: res.status, json: {} };
+			if (isFile) { if (res.body) res.body.cancel(); }
+			else { try { l.json = (await res.json()) || {}; } catch (e) { l.json = {}; } }
+			if (isFile) {
+				// A file's path, not a folder's: offer its download.
+				status.textContent = 'This is a file: ';
+				const a = document.createElement('a');
+				a.href = filesURL(id, sub); a.textContent = 'download ' + elems[elems.length - 1]; a.setAttribute('download', '');
+				status.append(a);
+				table.hidden = true;
+				return;
+			}
 			if (l.status !== 200 || !Array.isArray(l.json)) {
 				status.textContent = 'Could not list the folder: ' + (l.json.error || ('HTTP ' + l.status));
 				table.hidden = true;
