@@ -38,8 +38,11 @@ type ObjectInfo struct {
 	// ChecksumType is COMPOSITE or FULL_OBJECT ("" when there is none).
 	ChecksumType string `json:"sumtype,omitempty"`
 	// Tags are the object's tags (S3's object tagging), key to value.
-	Tags    map[string]string `json:"tags,omitempty"`
-	Version dag.Hash          `json:"-"` // the namespace entry
+	Tags map[string]string `json:"tags,omitempty"`
+	// ACL is the object's access control list, the front end's document
+	// as given (S3's: owner and grants); none: private to the bucket's keys.
+	ACL     json.RawMessage `json:"acl,omitempty"`
+	Version dag.Hash        `json:"-"` // the namespace entry
 }
 
 // PutOptions are what a PUT says of an object besides its bytes.
@@ -67,6 +70,8 @@ type PutOptions struct {
 	// Tags are the object's tags (kept with a multipart upload until it
 	// completes).
 	Tags map[string]string `json:"tags,omitempty"`
+	// ACL is the object's access control list (ObjectInfo.ACL).
+	ACL json.RawMessage `json:"acl,omitempty"`
 }
 
 // ErrBadDigest means the content's MD5 is not the one announced.
@@ -132,7 +137,7 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 	if err := g.check(b, p, opt.If); err != nil {
 		return ObjectInfo{}, err
 	}
-	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, Modified: time.Now().UTC()}
+	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, ACL: opt.ACL, Modified: time.Now().UTC()}
 	// A bucket with a quota (quota.go): a body known to be too big is
 	// refused unread, one of unknown length is read up to the room left.
 	var qr *quotaReader

@@ -3,6 +3,7 @@ package s3
 import (
 	"crypto/md5"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -38,7 +39,9 @@ func (s *Server) listBuckets(q *request) {
 		NS      string      `xml:"xmlns,attr"`
 		Owner   owner       `xml:"Owner"`
 		Buckets []bucketXML `xml:"Buckets>Bucket"`
-	}{NS: s3ns, Owner: owner{q.key.ID, q.key.ID}}
+	}{NS: s3ns}
+	me := q.requester()
+	out.Owner = owner{me.ID, me.DisplayName}
 	for _, b := range bs {
 		if q.key.Allowed(b.Name, gateway.Read) {
 			out.Buckets = append(out.Buckets, bucketXML{b.Name, b.Created.Format(time.RFC3339)})
@@ -49,6 +52,16 @@ func (s *Server) listBuckets(q *request) {
 
 func (s *Server) createBucket(q *request) {
 	ctx := q.r.Context()
+	me := q.requester()
+	acl, err := headerACL(q, me, me)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	if acl != nil && acl.public() && s.opt.BlockPublicAccess.BlockPublicAcls {
+		q.fail(errBlockedACL)
+		return
+	}
 	if err := s.gw.CreateBucket(ctx, q.bucket, q.key.ID); err != nil {
 		if errors.Is(err, gateway.ErrBucketExists) {
 			if owner, _ := s.gw.Owner(ctx, q.bucket); owner != q.key.ID {
@@ -71,6 +84,13 @@ func (s *Server) createBucket(q *request) {
 		}
 		k.Buckets[q.bucket] = gateway.Owner
 		if err := s.gw.PutKey(ctx, k); err != nil {
+			q.fail(err)
+			return
+		}
+	}
+	if acl != nil {
+		doc, _ := json.Marshal(acl)
+		if err := s.gw.PutBucketConfig(ctx, q.bucket, "acl", doc); err != nil {
 			q.fail(err)
 			return
 		}
@@ -164,11 +184,19 @@ func (s *Server) listObjects(q *request) {
 		return s
 	}
 	var contents []contentXML
+	var bucketOwner gateway.Identity
+	if !v2 || v.Get("fetch-owner") == "true" {
+		if bucketOwner, err = s.gw.BucketOwner(q.r.Context(), q.bucket); err != nil {
+			q.fail(err)
+			return
+		}
+	}
 	for _, o := range l.Objects {
 		c := contentXML{Key: enc(o.Key), LastModified: o.Modified.Format("2006-01-02T15:04:05.000Z"),
 			ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}
 		if !v2 || v.Get("fetch-owner") == "true" {
-			c.Owner = &owner{q.key.ID, q.key.ID}
+			o := objectOwner(o, bucketOwner)
+			c.Owner = &o
 		}
 		contents = append(contents, c)
 	}
@@ -294,6 +322,10 @@ func (s *Server) putObject(q *request) {
 		return
 	}
 	opt.Tags = tags
+	if opt.ACL, err = s.newObjectACL(q); err != nil {
+		q.fail(err)
+		return
+	}
 	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
 	if err != nil {
 		q.fail(err)
@@ -353,6 +385,12 @@ func (s *Server) copyObject(q *request) {
 		q.fail(s3err("InvalidArgument", 400, "Unknown tagging directive: "+d))
 		return
 	}
+	acl, err := s.newObjectACL(q)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	opt.ACL = acl
 	pr, pw := io.Pipe()
 	go func() {
 		pw.CloseWithError(s.gw.ReadVersion(ctx, info, inline, pw, 0, info.Size))
@@ -400,7 +438,7 @@ func (s *Server) copySource(q *request) (gateway.ObjectInfo, []byte, bool) {
 		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
 		return gateway.ObjectInfo{}, nil, false
 	}
-	if !s.allowedOn(q, sb, gateway.Read) {
+	if !s.mayRead(q, sb, sk) {
 		return gateway.ObjectInfo{}, nil, false
 	}
 	info, inline, err := s.gw.Lookup(r.Context(), sb, sk)

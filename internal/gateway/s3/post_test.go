@@ -172,7 +172,7 @@ func TestPostObject(t *testing.T) {
 		{"no policy", func(f *postForm) { f.noPolicy = true }, 403, "AccessDenied", ""},
 		{"no file", func(f *postForm) { f.noFile = true }, 400, "InvalidArgument", "exactly one file"},
 		{"bad range", func(f *postForm) { f.conds[2] = []any{"content-length-range", 10, 1} }, 400, "InvalidPolicyDocument", ""},
-		{"canned ACL", func(f *postForm) { f.fields = append(f.fields, [2]string{"acl", "public-read"}) }, 501, "NotImplemented", ""},
+		{"unknown canned ACL", func(f *postForm) { f.fields = append(f.fields, [2]string{"acl", "public-sometimes"}) }, 400, "InvalidArgument", ""},
 	} {
 		f := base()
 		f.filename = "refused.txt"

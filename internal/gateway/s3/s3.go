@@ -42,6 +42,11 @@ type Options struct {
 	// its whole path is the key. Requests to any other host, Domain
 	// itself included, are path-style (/BUCKET/KEY).
 	Domain string
+	// BlockPublicAccess blocks public access to every bucket, on top of
+	// each bucket's own setting (PutPublicAccessBlock): a part on here
+	// is on for every bucket. The zero value blocks nothing: a bucket is
+	// public only where its owner grants so by ACL or policy.
+	BlockPublicAccess PublicAccessBlock
 }
 
 // Server is the S3 API of a gateway.
@@ -184,6 +189,7 @@ type request struct {
 	log    *slog.Logger
 	id     string
 	key    gateway.AccessKey
+	anon   bool // the request carries no signature (key is zero)
 	raw    *rawBody    // the body as it comes off the connection
 	body   io.Reader   // the body decoded and checked (signature, checksums)
 	dec    *bodyErrors // errors body returned
@@ -388,15 +394,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return k.Secret, err == nil
 	}}
 	res, err := v.Verify(r)
-	if err != nil {
-		if errors.Is(err, sigv4.ErrAnonymous) {
-			err = errDenied
+	switch {
+	case errors.Is(err, sigv4.ErrAnonymous):
+		// Anonymous: allowed where an ACL or a policy says so (route).
+		q.anon, q.key = true, gateway.AccessKey{}
+		var body io.Reader = http.NoBody
+		if q.raw != nil {
+			body = q.raw
 		}
+		q.sums = newSums(r.Header, body)
+		q.dec = &bodyErrors{r: q.sums}
+		q.body, q.length = q.dec, r.ContentLength
+	case err != nil:
 		q.fail(err)
 		return
+	default:
+		q.sums = newSums(r.Header, res.Body)
+		q.dec = &bodyErrors{r: q.sums}
+		q.body, q.length = q.dec, res.Length
 	}
-	q.sums = newSums(r.Header, res.Body)
-	q.dec = &bodyErrors{r: q.sums}
-	q.body, q.length = q.dec, res.Length
 	s.route(q)
 }

@@ -87,10 +87,15 @@ func (s *Server) listVersions(q *request) {
 	if urlEnc {
 		out.EncodingType = "url"
 	}
+	bucketOwner, err := s.gw.BucketOwner(q.r.Context(), q.bucket)
+	if err != nil {
+		q.fail(err)
+		return
+	}
 	for _, o := range l.Objects {
 		out.Version = append(out.Version, versionXML{Key: enc(o.Key), VersionId: "null", IsLatest: true,
 			LastModified: o.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + o.ETag + `"`, Size: o.Size,
-			StorageClass: "STANDARD", Owner: owner{q.key.ID, q.key.ID}})
+			StorageClass: "STANDARD", Owner: objectOwner(o, bucketOwner)})
 	}
 	for _, p := range l.Prefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, prefixXML{enc(p)})
