@@ -318,20 +318,34 @@ func (q *request) requester() gateway.Identity {
 
 // newObjectACL is the ACL a write (PutObject, CopyObject,
 // CreateMultipartUpload) asks for in its headers, as JSON for the
-// object's record (nil: none asked, the object is private). A public
-// ACL on a bucket that blocks public ACLs is refused.
+// object's record. The writer owns the object: nil (no ACL kept, the
+// object is private to the bucket's owner) when the writer is the
+// bucket's owner (a key owning the bucket, an admin key) or anonymous
+// and asks for nothing. A public ACL on a bucket that blocks public ACLs
+// is refused.
 func (s *Server) newObjectACL(q *request) ([]byte, error) {
 	h := q.r.Header
-	if h.Get("x-amz-acl") == "" && !hasGrantHeader(h.Get) {
+	asked := h.Get("x-amz-acl") != "" || hasGrantHeader(h.Get)
+	if !asked && (q.anon || q.key.Allowed(q.bucket, gateway.Owner)) {
 		return nil, nil
 	}
 	bo, err := s.gw.BucketOwner(q.r.Context(), q.bucket)
 	if err != nil {
 		return nil, err
 	}
-	a, err := headerACL(q, q.requester(), bo)
-	if err != nil || a == nil {
+	own := q.requester()
+	if q.anon || q.key.Allowed(q.bucket, gateway.Owner) {
+		own = bo
+	}
+	a, err := headerACL(q, own, bo)
+	if err != nil {
 		return nil, err
+	}
+	if a == nil {
+		if own.ID == bo.ID {
+			return nil, nil
+		}
+		a = &aclDoc{Owner: own, Grants: []aclGrant{{ID: own.ID, Perm: permFullControl}}}
 	}
 	if a.public() && s.publicBlock(q, q.bucket).BlockPublicAcls {
 		return nil, errBlockedACL
