@@ -89,7 +89,45 @@ var ownerOnly = map[string]bool{
 
 // policyKept are the operations an explicit Deny does not refuse to a
 // key that owns the bucket.
-var policyKept = map[string]bool{"PutBucketPolicy": true, "DeleteBucketPolicy": true, "GetBucketPolicy": true}
+var policyKept = map[string]bool{"PutBucketPolicy": true, "DeleteBucketPolicy": true, "GetBucketPolicy": true, "GetBucketPolicyStatus": true}
+
+// knownIdentity reports whether id is the identity of an account or of
+// an access key of the gateway (grants and policies name no other).
+func (s *Server) knownIdentity(q *request, id string) bool {
+	ctx := q.r.Context()
+	if len(id) != 64 {
+		_, err := s.gw.User(ctx, id)
+		return err == nil
+	}
+	keys, err := s.gw.Keys(ctx)
+	if err != nil {
+		return false
+	}
+	for _, k := range keys {
+		if gateway.KeyIdentity(k).ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// checkIdentities refuses an ACL or a policy that names an identity the
+// gateway does not have: it would allow nothing, and a later key or
+// account could never come to be that identity by chance, so it is a
+// mistake.
+func (s *Server) checkIdentities(q *request, ids []string, bad func(id string) *Error) error {
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if id == "*" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		if !s.knownIdentity(q, id) {
+			return bad(id)
+		}
+	}
+	return nil
+}
 
 func init() {
 	for k, o := range map[opKey]op{
@@ -122,20 +160,44 @@ func (s *Server) authorize(q *request, o op) bool {
 	if q.key.Admin {
 		return true
 	}
+	if o.name == "DeleteObjects" {
+		// A policy may allow deleting some keys and not others: with
+		// one, each key is decided as a DeleteObject (refused keys are
+		// errors of the answer, as S3 reports them).
+		err := s.decide(q, o.name, q.bucket, "", o.perm)
+		if err == errDenied && s.bucketPolicy(q, q.bucket) != nil {
+			q.perKey = true
+			return true
+		}
+		if err != nil {
+			q.fail(err)
+			return false
+		}
+		return true
+	}
 	return s.authorizeOn(q, o.name, q.bucket, q.object, o.perm)
 }
 
 // authorizeOn decides whether the request may do operation name on
 // bucket (and key, for an object operation) where a key's grant needs
-// perm.
+// perm; false means the answer is sent.
 func (s *Server) authorizeOn(q *request, name, bucket, key string, perm gateway.Perm) bool {
+	if err := s.decide(q, name, bucket, key, perm); err != nil {
+		q.fail(err)
+		return false
+	}
+	return true
+}
+
+// decide is authorizeOn's decision: nil if allowed, else the error to
+// answer.
+func (s *Server) decide(q *request, name, bucket, key string, perm gateway.Perm) error {
 	if q.key.Admin {
-		return true
+		return nil
 	}
 	ctx := q.r.Context()
 	if _, err := s.gw.Owner(ctx, bucket); err != nil {
-		q.fail(errNoBucket)
-		return false
+		return errNoBucket
 	}
 	granted := !q.anon && q.key.Allowed(bucket, perm)
 	acc, known := accessOf[name]
@@ -149,19 +211,17 @@ func (s *Server) authorizeOn(q *request, name, bucket, key string, perm gateway.
 		d = pol.decide(policyRequest{who: q.requester(), anon: q.anon, action: acc.action, resource: resource, keys: conditionKeys(q)})
 	}
 	if d == deny && !(policyKept[name] && granted) {
-		q.fail(errDenied)
-		return false
+		return errDenied
 	}
 	if granted {
-		return true
+		return nil
 	}
 	if !known || ownerOnly[name] {
-		q.fail(errDenied)
-		return false
+		return errDenied
 	}
 	bpa := s.publicBlock(q, bucket)
 	if d == allow && !(bpa.RestrictPublicBuckets && pol.public()) {
-		return true
+		return nil
 	}
 	if acc.perm != "" {
 		var list aclDoc
@@ -172,32 +232,27 @@ func (s *Server) authorizeOn(q *request, name, bucket, key string, perm gateway.
 				// learn it is missing; anyone else learns nothing.
 				if errors.Is(err, gateway.ErrNoKey) {
 					if b, e := s.bucketACL(q, bucket); e == nil && b.allows(q.requester(), q.anon, permRead, bpa.IgnorePublicAcls) {
-						q.fail(err)
-						return false
+						return err
 					}
 				}
-				q.fail(errDenied)
-				return false
+				return errDenied
 			}
 			bo, err := s.gw.BucketOwner(ctx, bucket)
 			if err != nil {
-				q.fail(err)
-				return false
+				return err
 			}
 			list = objectACL(info, bo)
 		} else {
 			var err error
 			if list, err = s.bucketACL(q, bucket); err != nil {
-				q.fail(err)
-				return false
+				return err
 			}
 		}
 		if list.allows(q.requester(), q.anon, acc.perm, bpa.IgnorePublicAcls) {
-			return true
+			return nil
 		}
 	}
-	q.fail(errDenied)
-	return false
+	return errDenied
 }
 
 // mayRead decides whether the request may read object key of bucket (a

@@ -350,6 +350,9 @@ func (s *Server) newObjectACL(q *request) ([]byte, error) {
 	if a.public() && s.publicBlock(q, q.bucket).BlockPublicAcls {
 		return nil, errBlockedACL
 	}
+	if err := s.checkGrantees(q, a); err != nil {
+		return nil, err
+	}
 	return json.Marshal(a)
 }
 
@@ -360,6 +363,20 @@ func hasGrantHeader(get func(string) string) bool {
 		}
 	}
 	return false
+}
+
+// checkGrantees refuses an ACL granting to an identity the gateway does
+// not have.
+func (s *Server) checkGrantees(q *request, a *aclDoc) error {
+	var ids []string
+	for _, g := range a.Grants {
+		if g.ID != "" {
+			ids = append(ids, g.ID)
+		}
+	}
+	return s.checkIdentities(q, ids, func(id string) *Error {
+		return s3err("InvalidArgument", 400, "Invalid id: "+id+" is no account or access key of the gateway")
+	})
 }
 
 var errBlockedACL = s3err("AccessDenied", 403, "Access Denied: the bucket's Block Public Access settings (BlockPublicAcls) refuse public ACLs.")
@@ -386,6 +403,10 @@ func (s *Server) putBucketACL(q *request) {
 	}
 	if a.public() && s.publicBlock(q, q.bucket).BlockPublicAcls {
 		q.fail(errBlockedACL)
+		return
+	}
+	if err := s.checkGrantees(q, a); err != nil {
+		q.fail(err)
 		return
 	}
 	doc, _ := json.Marshal(a)
@@ -431,6 +452,10 @@ func (s *Server) putObjectACL(q *request) {
 	}
 	if a.public() && s.publicBlock(q, q.bucket).BlockPublicAcls {
 		q.fail(errBlockedACL)
+		return
+	}
+	if err := s.checkGrantees(q, a); err != nil {
+		q.fail(err)
 		return
 	}
 	doc, _ := json.Marshal(a)

@@ -270,6 +270,10 @@ func TestACLs(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(rb), "InvalidArgument") {
 		t.Errorf("a grant to an unknown group: %d %s", resp.StatusCode, rb)
 	}
+	resp, rb = e.do(t, ka, "PUT", "/shared?acl", nil, "x-amz-grant-read", "id="+strings.Repeat("0", 64))
+	if resp.StatusCode != 400 || !strings.Contains(string(rb), "InvalidArgument") {
+		t.Errorf("a grant to an identity the gateway has not: %d %s", resp.StatusCode, rb)
+	}
 	resp, rb = e.do(t, ka, "PUT", "/shared?acl", nil)
 	if resp.StatusCode != 400 || !strings.Contains(string(rb), "MissingSecurityHeader") {
 		t.Errorf("PutBucketAcl of nothing: %d %s", resp.StatusCode, rb)

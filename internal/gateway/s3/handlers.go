@@ -62,6 +62,12 @@ func (s *Server) createBucket(q *request) {
 		q.fail(errBlockedACL)
 		return
 	}
+	if acl != nil {
+		if err := s.checkGrantees(q, acl); err != nil {
+			q.fail(err)
+			return
+		}
+	}
 	if err := s.gw.CreateBucket(ctx, q.bucket, q.key.ID); err != nil {
 		if errors.Is(err, gateway.ErrBucketExists) {
 			if owner, _ := s.gw.Owner(ctx, q.bucket); owner != q.key.ID {
@@ -271,6 +277,13 @@ func (s *Server) deleteObjects(q *request) {
 		if o.VersionId != "" && o.VersionId != "null" {
 			out.Errors = append(out.Errors, failed{o.Key, errNoVersion.Code, errNoVersion.Message})
 			continue
+		}
+		if q.perKey {
+			if err := s.decide(q, "DeleteObject", q.bucket, o.Key, gateway.Write); err != nil {
+				e := mapErr(err)
+				out.Errors = append(out.Errors, failed{o.Key, e.Code, e.Message})
+				continue
+			}
 		}
 		if err := s.gw.Delete(q.r.Context(), q.bucket, o.Key); err != nil {
 			e := mapErr(err)

@@ -535,6 +535,18 @@ func (s *Server) putPolicy(q *request) {
 		q.fail(err)
 		return
 	}
+	var ids []string
+	for _, st := range p.Statement {
+		for _, pr := range st.Principal {
+			ids = append(ids, principalID(pr))
+		}
+	}
+	if err := s.checkIdentities(q, ids, func(id string) *Error {
+		return errMalformedPolicy("Invalid principal in policy: " + id + " is no account or access key of the gateway")
+	}); err != nil {
+		q.fail(err)
+		return
+	}
 	if p.public() && s.publicBlock(q, q.bucket).BlockPublicPolicy {
 		q.fail(s3err("AccessDenied", 403, "Access Denied: the bucket's Block Public Access settings (BlockPublicPolicy) refuse public policies."))
 		return
