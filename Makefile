@@ -52,6 +52,7 @@ test:
 	./test/swift-regions.sh
 	./test/sftp-clients.sh
 	./test/webdav-clients.sh
+	./test/owncloud-clients.sh
 	./test/webapp-browser/run.sh
 	./test/mount-clients.sh
 	./test/volume-clients.sh

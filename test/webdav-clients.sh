@@ -6,7 +6,7 @@
 # WebDAV backend (copy, check, sync of a tree of 200 files). Installs
 # litmus and cadaver with apt when missing, and fails if a client cannot
 # be installed: nothing is skipped. litmus may fail only the tests listed
-# in `known` below, each explained in docs/files.md.
+# in `known` below (none today), each explained in docs/files.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -18,8 +18,8 @@ cleanup() {
 trap cleanup EXIT
 say() { printf '\n== %s\n' "$*"; }
 
-# litmus tests that fail because of golang.org/x/net/webdav (docs/files.md).
-known=" locks/lock_shared "
+# litmus tests known to fail (docs/files.md): none.
+known=" "
 
 need=()
 command -v litmus >/dev/null || need+=(litmus)

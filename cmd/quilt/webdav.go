@@ -78,6 +78,7 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, nodes *node.Client, d
 	}
 	srv, err := webdav.New(webdav.Config{
 		Authenticate: auth,
+		Usage:        davUsage(gw, users),
 		Tree:         sftp.GatewayTrees(gw),
 		Object:       webdav.GatewayObjects(gw),
 		SpoolDir:     spool,
@@ -114,7 +115,9 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, nodes *node.Client, d
 	go hs.Serve(ln)
 	svc := &webdavService{hs: hs, app: app, url: "http://" + ln.Addr().String() + webdav.Prefix,
 		web: "http://" + ln.Addr().String() + "/", env: filepath.Join(dir, "webdav.env")}
-	env := fmt.Sprintf("export QUILT_WEBDAV_URL=%s\nexport QUILT_WEB_URL=%s\n", svc.url, svc.web)
+	// QUILT_WEBDAV_SERVER is the server's root, the URL ownCloud's and
+	// Nextcloud's clients take (docs/files.md).
+	env := fmt.Sprintf("export QUILT_WEBDAV_URL=%s\nexport QUILT_WEBDAV_SERVER=http://%s\nexport QUILT_WEB_URL=%s\n", svc.url, ln.Addr().String(), svc.web)
 	if b, err := os.ReadFile(pwFile); err == nil {
 		pw := strings.TrimSpace(string(b))
 		// Only while it is still the admin's password ('quilt user
@@ -129,6 +132,28 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, nodes *node.Client, d
 		return nil, err
 	}
 	return svc, nil
+}
+
+// davUsage gives WebDAV's quota properties and OCS user: the bytes a
+// user's home bucket holds and their quota (none for a user of an older
+// gateway's users file).
+func davUsage(gw *gateway.Gateway, usersFile string) func(ctx context.Context, user string) (int64, int64, error) {
+	return func(ctx context.Context, user string) (int64, int64, error) {
+		bucket := ""
+		if gw.KnowsUser(user) {
+			u, err := gw.User(ctx, user)
+			if err != nil {
+				return 0, 0, err
+			}
+			bucket = u.Home
+		} else if us, err := sftp.LoadUsers(usersFile); err == nil && us[user] != nil {
+			bucket = us[user].Bucket
+		} else {
+			return 0, 0, gateway.ErrDenied
+		}
+		used, err := gw.Usage(ctx, bucket)
+		return used, gw.QuotaOf(bucket), err
+	}
 }
 
 // firstAdmin makes the admin account "quilt" (home "files") when the
@@ -206,8 +231,8 @@ func webdavHint(svc *webdavService) string {
 	if svc.user == "" {
 		return web + fmt.Sprintf("WebDAV: %sUSER/\n%s", svc.url, accounts)
 	}
-	return web + fmt.Sprintf("WebDAV: %s%s/  user %s (bucket %s), password in %s\n        . %s; cadaver $QUILT_WEBDAV_URL$QUILT_WEBDAV_USER/\n%s",
-		svc.url, svc.user, svc.user, webdavBucket, filepath.Join(filepath.Dir(svc.env), webdavPassword), svc.env, accounts)
+	return web + fmt.Sprintf("WebDAV: %s%s/  user %s (bucket %s), password in %s\n        . %s; cadaver $QUILT_WEBDAV_URL$QUILT_WEBDAV_USER/\n        ownCloud/Nextcloud clients: server %s\n%s",
+		svc.url, svc.user, svc.user, webdavBucket, filepath.Join(filepath.Dir(svc.env), webdavPassword), svc.env, strings.TrimSuffix(svc.url, webdav.Prefix), accounts)
 }
 
 func runWebDAV(ctx context.Context, args []string) error {

@@ -407,6 +407,9 @@ type CreateOptions struct {
 	// Size is the length of the body if known; 0 or less is unknown.
 	// A body of another length than a known Size is refused.
 	Size int64
+	// Meta is more user metadata for the new version (a WebDAV file ID);
+	// the tree's mode and mtime keys are its own and win.
+	Meta map[string]string
 }
 
 // Create writes a file from r, streaming, creating or overwriting it. Its
@@ -448,7 +451,11 @@ func (t *Tree) Create(ctx context.Context, name string, r io.Reader, opt CreateO
 	if size <= 0 {
 		size = -1
 	}
-	meta := map[string]string{MetaMode: formatMode(mode, false), MetaMtime: formatMtime(mt)}
+	meta := maps.Clone(opt.Meta)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta[MetaMode], meta[MetaMtime] = formatMode(mode, false), formatMtime(mt)
 	o, err := t.s.Put(ctx, p, r, size, meta)
 	if err != nil {
 		return Info{}, perr("create", p, err)
@@ -492,6 +499,12 @@ func (t *Tree) Open(ctx context.Context, name string, off, length int64) (io.Rea
 // there, fs.ErrNotExist or ErrNotDir if its parent is not a directory.
 // mode 0 is DefaultDirMode.
 func (t *Tree) Mkdir(ctx context.Context, name string, mode fs.FileMode) error {
+	return t.MkdirMeta(ctx, name, mode, nil)
+}
+
+// MkdirMeta is Mkdir with more user metadata on the directory's marker
+// (a WebDAV file ID); the tree's mode and mtime keys are its own and win.
+func (t *Tree) MkdirMeta(ctx context.Context, name string, mode fs.FileMode, meta map[string]string) error {
 	p, err := clean("mkdir", name)
 	if err != nil {
 		return err
@@ -510,7 +523,12 @@ func (t *Tree) Mkdir(ctx context.Context, name string, mode fs.FileMode) error {
 	if mode.Perm() == 0 {
 		mode = DefaultDirMode
 	}
-	if err := t.s.Apply(ctx, []Op{{Key: p + "/", Meta: map[string]string{MetaMode: formatMode(mode, true), MetaMtime: formatMtime(t.now())}}}); err != nil {
+	m := maps.Clone(meta)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[MetaMode], m[MetaMtime] = formatMode(mode, true), formatMtime(t.now())
+	if err := t.s.Apply(ctx, []Op{{Key: p + "/", Meta: m}}); err != nil {
 		return perr("mkdir", p, err)
 	}
 	t.publish(Event{Kind: KindMkdir, Path: p})

@@ -2,10 +2,13 @@ package webdav
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"maps"
@@ -48,6 +51,17 @@ type fileSystem struct {
 
 	body *bodyReader // a PUT's body
 
+	user  string            // the logged-in user, for oc:owner-id
+	hdr   http.Header       // the response's header, for OC-FileId and the like
+	want  map[xml.Name]bool // the properties a PROPFIND names (ocProps)
+	get   bool              // a GET: OC-Checksum is set from the file's SHA-1
+	mtime time.Time         // a PUT's X-OC-Mtime (zero: none)
+	// sum is the hash of a PUT's OC-Checksum over the body, which must
+	// give sumWant (nil: no OC-Checksum).
+	sum     hash.Hash
+	sumWant string
+	usage   func(ctx context.Context) (used, quota int64, err error)
+
 	mu   sync.Mutex
 	last error // the request's last error, for the X-Quilt-Error header
 }
@@ -82,6 +96,8 @@ func ErrorCode(err error) string {
 		return "invalid"
 	case errors.Is(err, gateway.ErrQuota):
 		return "quota"
+	case errors.Is(err, ErrChecksum):
+		return "checksum"
 	}
 	return ""
 }
@@ -115,7 +131,8 @@ func (f *fileSystem) Mkdir(ctx context.Context, name string, perm os.FileMode) e
 	if perm.Perm() == 0o777 {
 		perm = 0 // MKCOL's: the tree's default
 	}
-	return f.fail("mkdir", name, f.t.Mkdir(ctx, name, perm.Perm()))
+	id := strconv.FormatUint(newFileID(), 10)
+	return f.fail("mkdir", name, f.t.MkdirMeta(ctx, name, perm.Perm(), map[string]string{metaFileID: id}))
 }
 
 // RemoveAll removes name and all under it in one batch; nothing there is
@@ -152,16 +169,32 @@ func (f *fileSystem) OpenFile(ctx context.Context, name string, flag int, perm o
 		if h.InTree() {
 			base, _ = f.t.Stat(ctx, name)
 		}
-		return &writeFile{fs: f, ctx: ctx, h: h, base: base}, nil
+		// A file written again keeps its ID; a new one gets one.
+		id := base.Object.Meta[metaFileID]
+		if id == "" {
+			id = strconv.FormatUint(newFileID(), 10)
+		}
+		h.SetMeta(map[string]string{metaFileID: id})
+		w := &writeFile{fs: f, ctx: ctx, h: h, base: base, id: id}
+		if h.Size() == 0 {
+			w.sha = sha1.New()
+		}
+		return w, nil
 	}
 	i, err := f.t.Stat(ctx, name)
 	if err != nil {
 		return nil, f.fail("open", name, err)
 	}
-	if i.IsDir() {
-		return &dirFile{fs: f, ctx: ctx, info: i}, nil
+	fi := &fileInfo{Info: i, fs: f}
+	if f.get && !i.IsDir() && f.hdr != nil {
+		if v := i.Object.Meta[metaSHA1]; len(v) == 40 {
+			f.hdr.Set("OC-Checksum", "SHA1:"+v) // the sync clients check a download with it
+		}
 	}
-	return &readFile{fs: f, ctx: ctx, info: i}, nil
+	if i.IsDir() {
+		return &dirFile{fs: f, ctx: ctx, info: i, fi: fi}, nil
+	}
+	return &readFile{fs: f, ctx: ctx, info: i, fi: fi}, nil
 }
 
 // fileInfo is a tree.Info with the getetag and getcontenttype of its
@@ -172,6 +205,16 @@ type fileInfo struct {
 
 	once      sync.Once // the object looked up once, when first asked
 	etag, typ string
+
+	sumOnce sync.Once // a directory's summary, made once, when first asked
+	sum     summary
+	sumErr  error
+}
+
+// summary is a directory's, made when first asked.
+func (i *fileInfo) summary(ctx context.Context) (summary, error) {
+	i.sumOnce.Do(func() { i.sum, i.sumErr = i.fs.summarize(ctx, i.Info) })
+	return i.sum, i.sumErr
 }
 
 // object returns the object's ETag and Content-Type ("" if unknown).
@@ -192,8 +235,16 @@ func (i *fileInfo) IsDir() bool        { return i.Info.IsDir() }
 func (i *fileInfo) Sys() any           { return i.Info }
 
 // ETag is the object's own ETag, looked up when asked (for a PUT, after
-// the commit), so a file changed through S3 gets a new one too.
+// the commit), so a file changed through S3 gets a new one too. A
+// directory's is a hash of everything under it (summarize).
 func (i *fileInfo) ETag(ctx context.Context) (string, error) {
+	if i.IsDir() {
+		s, err := i.summary(ctx)
+		if err != nil {
+			return "", xwebdav.ErrNotImplemented
+		}
+		return s.etag, nil
+	}
 	e, _ := i.object(ctx)
 	if e == "" {
 		return "", xwebdav.ErrNotImplemented
@@ -224,6 +275,7 @@ type readFile struct {
 	fs   *fileSystem
 	ctx  context.Context
 	info tree.Info
+	fi   *fileInfo
 	pos  int64
 	rc   io.ReadCloser
 }
@@ -284,12 +336,12 @@ func (r *readFile) Close() error {
 func (r *readFile) Readdir(int) ([]fs.FileInfo, error) {
 	return nil, &os.PathError{Op: "readdir", Path: r.info.Path, Err: tree.ErrNotDir}
 }
-func (r *readFile) Stat() (fs.FileInfo, error) { return &fileInfo{Info: r.info, fs: r.fs}, nil }
+func (r *readFile) Stat() (fs.FileInfo, error) { return r.fi, nil }
 func (r *readFile) Write([]byte) (int, error) {
 	return 0, &os.PathError{Op: "write", Path: r.info.Path, Err: os.ErrPermission}
 }
 func (r *readFile) DeadProps() (map[xml.Name]xwebdav.Property, error) {
-	return deadProps(r.info), nil
+	return r.fs.withComputed(r.ctx, r.fi, deadProps(r.info)), nil
 }
 func (r *readFile) Patch(ps []xwebdav.Proppatch) ([]xwebdav.Propstat, error) {
 	return r.fs.patch(r.ctx, r.info, ps)
@@ -300,6 +352,7 @@ type dirFile struct {
 	fs      *fileSystem
 	ctx     context.Context
 	info    tree.Info
+	fi      *fileInfo
 	entries []fs.FileInfo
 	read    bool
 }
@@ -312,7 +365,7 @@ func (d *dirFile) Close() error                   { return nil }
 func (d *dirFile) Write([]byte) (int, error) {
 	return 0, &os.PathError{Op: "write", Path: d.info.Path, Err: tree.ErrIsDir}
 }
-func (d *dirFile) Stat() (fs.FileInfo, error) { return &fileInfo{Info: d.info, fs: d.fs}, nil }
+func (d *dirFile) Stat() (fs.FileInfo, error) { return d.fi, nil }
 
 // Readdir lists the directory, every page of it.
 func (d *dirFile) Readdir(count int) ([]fs.FileInfo, error) {
@@ -340,7 +393,18 @@ func (d *dirFile) Readdir(count int) ([]fs.FileInfo, error) {
 	return out, nil
 }
 func (d *dirFile) DeadProps() (map[xml.Name]xwebdav.Property, error) {
-	return deadProps(d.info), nil
+	return d.fs.withComputed(d.ctx, d.fi, deadProps(d.info)), nil
+}
+
+// withComputed adds to a PROPFIND's dead properties the computed ones of
+// ownCloud and Nextcloud that it names (ocProps); other requests (a COPY
+// copying the dead properties) get the dead ones alone.
+func (f *fileSystem) withComputed(ctx context.Context, fi *fileInfo, m map[xml.Name]xwebdav.Property) map[xml.Name]xwebdav.Property {
+	if f.want == nil {
+		return m
+	}
+	maps.Copy(m, f.ocProps(ctx, fi))
+	return m
 }
 func (d *dirFile) Patch(ps []xwebdav.Proppatch) ([]xwebdav.Propstat, error) {
 	return d.fs.patch(d.ctx, d.info, ps)
@@ -356,6 +420,11 @@ type writeFile struct {
 	pos   int64
 	props []xwebdav.Proppatch // set before the commit (COPY), applied after it
 	from  *tree.Info          // the file this one is a copy of, by reference
+	id    string              // the file ID
+	// sha is the SHA-1 of the bytes written from the start in one
+	// stream (a PUT's), hashed bytes long; nil if written otherwise.
+	sha    hash.Hash
+	hashed int64
 }
 
 // ReadFrom is io.Copy's way in: from a file of the same tree read from
@@ -376,6 +445,15 @@ func (w *writeFile) Write(p []byte) (int, error) {
 		return 0, errors.New("webdav: write after a copy by reference")
 	}
 	n, err := w.h.WriteAt(p, w.pos)
+	if w.pos == w.hashed && w.sha != nil {
+		w.sha.Write(p[:n])
+		if w.fs.sum != nil {
+			w.fs.sum.Write(p[:n])
+		}
+		w.hashed += int64(n)
+	} else {
+		w.sha = nil // not written in one stream from the start
+	}
 	w.pos += int64(n)
 	return n, err
 }
@@ -418,12 +496,28 @@ func (w *writeFile) Close() error {
 		if _, ok := meta[tree.MetaMtime]; !ok {
 			meta[tree.MetaMtime] = formatMtime(w.from.ModTime)
 		}
+		meta[metaFileID] = strconv.FormatUint(newFileID(), 10) // a copy is a new file
 		op := tree.Op{Key: w.h.Name(), From: w.from.Path, Meta: meta}
 		if err := w.fs.t.Store().Apply(w.ctx, []tree.Op{op}); err != nil {
 			return w.fs.fail("close", w.h.Name(), err)
 		}
-	} else if err := w.h.CloseContext(w.ctx); err != nil {
-		return w.fs.fail("close", w.h.Name(), err)
+	} else {
+		if !w.fs.mtime.IsZero() {
+			w.h.Chtimes(w.ctx, w.fs.mtime) // X-OC-Mtime
+		}
+		if w.sha != nil && w.hashed == w.h.Size() {
+			if w.fs.sum != nil {
+				if got := hex.EncodeToString(w.fs.sum.Sum(nil)); !sumEqual(got, w.fs.sumWant) {
+					w.h.Abort()
+					return w.fs.fail("close", w.h.Name(), fmt.Errorf("%w: the body's is %s, OC-Checksum says %s", ErrChecksum, got, w.fs.sumWant))
+				}
+			}
+			w.h.SetMeta(map[string]string{metaFileID: w.id, metaSHA1: hex.EncodeToString(w.sha.Sum(nil))})
+		}
+		if err := w.h.CloseContext(w.ctx); err != nil {
+			return w.fs.fail("close", w.h.Name(), err)
+		}
+		w.fs.ocHeaders(w.ctx, w.h.Name())
 	}
 	if len(w.props) == 0 {
 		return nil
@@ -537,7 +631,7 @@ func (f *fileSystem) patch(ctx context.Context, i tree.Info, ps []xwebdav.Proppa
 	delete(props, propMode)
 	delete(props, propMtime)
 	mode, mtime := i.Mode.Perm(), i.ModTime
-	bad := false
+	bad, protected := false, false
 	for _, p := range ps {
 		for _, pr := range p.Props {
 			switch {
@@ -555,12 +649,17 @@ func (f *fileSystem) patch(ctx context.Context, i tree.Info, ps []xwebdav.Proppa
 				mtime = t
 			case pr.XMLName == propMode || pr.XMLName == propMtime:
 				bad = true // cannot be removed
+			case ocComputed(pr.XMLName):
+				protected = true
 			case p.Remove:
 				delete(props, pr.XMLName)
 			default:
 				props[pr.XMLName] = pr
 			}
 		}
+	}
+	if protected {
+		return fail(http.StatusForbidden), nil
 	}
 	if bad {
 		return fail(http.StatusConflict), nil

@@ -1,9 +1,13 @@
 // Package webdav serves the file tree of gateway buckets over WebDAV
 // (class 1 and 2: RFC 4918's methods and locks) at /dav/USER/, for file
-// managers, cadaver, litmus, rclone and the like. Each user logs in with
-// HTTP Basic auth — against the gateway's accounts (Config.Authenticate),
-// or a users file in the SFTP server's format — and sees one bucket's
-// tree as their whole collection. The protocol is
+// managers, cadaver, litmus, rclone and the like, and again at the URLs
+// of ownCloud and Nextcloud servers (status.php, the OCS capabilities
+// and user, /remote.php/dav/files/USER/, /remote.php/webdav/, their
+// oc: properties, X-OC-Mtime and chunked uploads) for their sync
+// clients. Each user logs in with HTTP Basic auth — against the
+// gateway's accounts (Config.Authenticate), or a users file in the SFTP
+// server's format — and sees one bucket's tree as their whole
+// collection. The protocol is
 // golang.org/x/net/webdav's Handler over a FileSystem of internal/tree:
 // files written are spooled locally and committed as one new object
 // version at the end of the PUT (internal/tree/openfile); MOVE is the
@@ -58,6 +62,16 @@ type Config struct {
 	SpoolDir string
 	// Logger gets a line per failed login and per failed request; nil: none.
 	Logger *slog.Logger
+	// Usage, if not nil, gives a user's bytes used and quota (0: none),
+	// for the quota properties and the OCS user; nil: the bytes under
+	// the tree's root, and no quota.
+	Usage func(ctx context.Context, user string) (used, quota int64, err error)
+	// UploadExpiry is how long a chunked upload may go without a new
+	// chunk before it is dropped (0: DefaultUploadExpiry).
+	UploadExpiry time.Duration
+	// Product is the product name status.php and the capabilities give
+	// ("": "Quilt").
+	Product string
 }
 
 // Server is an http.Handler serving WebDAV at Prefix. It is safe for
@@ -68,12 +82,16 @@ type Server struct {
 	mu      sync.Mutex
 	buckets map[string]*bucketState
 	authed  map[string]authEntry // user: a password that matched, by its SHA-256
+
+	upMu       sync.Mutex
+	assembling map[string]bool // upload directories being committed
+	swept      time.Time       // the last sweep of expired uploads
 }
 
 // bucketState is what the requests to one bucket share.
 type bucketState struct {
 	t     *tree.Tree
-	locks xwebdav.LockSystem
+	locks *lockSystem
 }
 
 // authEntry remembers a password that matched a hash, so bcrypt runs once
@@ -91,45 +109,30 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, buckets: map[string]*bucketState{}, authed: map[string]authEntry{}}, nil
+	if cfg.UploadExpiry <= 0 {
+		cfg.UploadExpiry = DefaultUploadExpiry
+	}
+	if cfg.Product == "" {
+		cfg.Product = "Quilt"
+	}
+	return &Server{cfg: cfg, buckets: map[string]*bucketState{}, authed: map[string]authEntry{}, assembling: map[string]bool{}}, nil
 }
 
-// badPath reports whether a decoded URL path has an empty, "." or ".."
-// element after the prefix, or a NUL: such a path is refused, not
-// cleaned, so no spelling (%2e%2e, a/../b) reaches another user's tree.
-func badPath(p string) bool {
-	if strings.ContainsRune(p, 0) {
-		return true
-	}
-	rest := strings.TrimPrefix(p, Prefix)
-	for i, e := range strings.Split(rest, "/") {
-		if e == "." || e == ".." || (e == "" && i > 0 && i < len(strings.Split(rest, "/"))-1) {
-			return true
-		}
-	}
-	return false
-}
-
-// userOf returns the user named by a path under Prefix.
-func userOf(p string) (string, bool) {
-	rest, ok := strings.CutPrefix(p, Prefix)
-	if !ok {
-		return "", false
-	}
-	u, _, _ := strings.Cut(rest, "/")
-	return u, u != ""
-}
-
-// ServeHTTP serves one request: Basic auth, the user's own path only,
-// then x/net/webdav over their bucket's tree.
+// ServeHTTP serves one request: status.php without a login; otherwise
+// Basic auth, the user's own paths only, then the OCS API, the chunked
+// uploads, or x/net/webdav over their bucket's tree.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
-	name, ok := userOf(p)
-	if !ok {
-		http.Error(w, "quilt: WebDAV is served at "+Prefix+"USER/", http.StatusNotFound)
+	if p == StatusPath {
+		s.serveStatus(w, r)
 		return
 	}
-	if badPath(p) {
+	rt, ok := parseRoute(p)
+	if !ok {
+		http.Error(w, "quilt: WebDAV is served at "+Prefix+"USER/, "+FilesPrefix+"USER/ and "+LegacyPrefix+"/", http.StatusNotFound)
+		return
+	}
+	if badPath(rt.rest) {
 		http.Error(w, "quilt: path with an empty, . or .. element", http.StatusBadRequest)
 		return
 	}
@@ -139,23 +142,61 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "quilt: log in with your user name and password", http.StatusUnauthorized)
 		return
 	}
-	if u.Name != name {
-		s.cfg.Logger.Warn("webdav: another user's path", "user", u.Name, "path", p)
+	name := u.Name
+	if rt.kind == routeOCS {
+		s.serveOCS(w, r, name, rt.rest)
+		return
+	}
+	if rt.user == "" { // LegacyPrefix: the logged-in user's tree
+		rt.user = name
+	}
+	if rt.user != name {
+		s.cfg.Logger.Warn("webdav: another user's path", "user", name, "path", p)
 		http.Error(w, "quilt: not your tree", http.StatusForbidden)
 		return
 	}
+	var dst string // the Destination's path in the user's tree
 	if d := r.Header.Get("Destination"); d != "" {
 		du, err := url.Parse(d)
-		own := Prefix + name
-		if err != nil || badPath(du.Path) || (du.Path != own && !strings.HasPrefix(du.Path, own+"/")) {
+		var drt route
+		ok := err == nil
+		if ok {
+			drt, ok = parseRoute(du.Path)
+		}
+		if ok && drt.kind == routeFiles && drt.user == "" {
+			drt.user = name
+		}
+		if !ok || drt.kind != routeFiles || drt.user != name || badPath(drt.rest) {
 			http.Error(w, "quilt: Destination outside your tree", http.StatusForbidden)
 			return
+		}
+		dst = drt.rest
+		if rt.kind == routeFiles {
+			// x/net/webdav strips its own prefix from the Destination:
+			// give it the request's spelling of the same user's tree.
+			du.Path, du.RawPath = rt.prefix+drt.rest, ""
+			r.Header.Set("Destination", du.String())
 		}
 	}
 	b, err := s.bucket(r.Context(), u.Bucket)
 	if err != nil {
-		s.cfg.Logger.Error("webdav: bucket", "user", u.Name, "bucket", u.Bucket, "err", err)
+		s.cfg.Logger.Error("webdav: bucket", "user", name, "bucket", u.Bucket, "err", err)
 		http.Error(w, "quilt: your bucket is not available", http.StatusServiceUnavailable)
+		return
+	}
+	fsys := &fileSystem{t: b.t, spool: s.cfg.SpoolDir, user: name, hdr: w.Header(),
+		get: r.Method == http.MethodGet}
+	if s.cfg.Object != nil {
+		bucket := u.Bucket
+		fsys.obj = func(ctx context.Context, key string) (string, string, error) {
+			return s.cfg.Object(ctx, bucket, key)
+		}
+	}
+	if s.cfg.Usage != nil {
+		fsys.usage = func(ctx context.Context) (int64, int64, error) { return s.cfg.Usage(ctx, name) }
+	}
+	if rt.kind == routeUploads {
+		s.serveUploads(w, r, name, b, fsys, rt.rest, dst)
 		return
 	}
 	switch r.Method {
@@ -163,35 +204,52 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !s.checkXML(w, r) {
 			return
 		}
-	}
-	fsys := &fileSystem{t: b.t, spool: s.cfg.SpoolDir}
-	if r.Method == http.MethodPut && r.Body != nil {
-		// x/net/webdav closes (commits) the file even when the body
-		// broke off: the file sees the body's error and drops it.
-		br := &bodyReader{ReadCloser: r.Body}
-		r.Body, fsys.body = br, br
-	}
-	if s.cfg.Object != nil {
-		bucket := u.Bucket
-		fsys.obj = func(ctx context.Context, key string) (string, string, error) {
-			return s.cfg.Object(ctx, bucket, key)
+		if r.Method == "LOCK" && s.serveSharedLock(w, r, b, fsys, rt.rest) {
+			return
+		}
+		if r.Method == "PROPFIND" && r.Body != nil {
+			body, _ := io.ReadAll(r.Body) // checkXML's copy, in memory
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			fsys.want = propfindNames(body)
+		}
+	case http.MethodPut:
+		if v := r.Header.Get("X-OC-Mtime"); v != "" {
+			t, ok := parseMtime(v)
+			if !ok {
+				http.Error(w, "quilt: X-OC-Mtime is not seconds since 1970", http.StatusBadRequest)
+				return
+			}
+			fsys.mtime = t
+		}
+		h, want, err := checksum(r.Header.Get("OC-Checksum"))
+		if err != nil {
+			http.Error(w, "quilt: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		fsys.sum, fsys.sumWant = h, want
+		if code := fsys.preconditions(r.Context(), strings.TrimPrefix(rt.rest, "/"), r.Header); code != 0 {
+			http.Error(w, "quilt: "+http.StatusText(code), code)
+			return
+		}
+		if r.Body != nil {
+			// x/net/webdav closes (commits) the file even when the body
+			// broke off: the file sees the body's error and drops it.
+			br := &bodyReader{ReadCloser: r.Body}
+			r.Body, fsys.body = br, br
 		}
 	}
 	if r.Method == "COPY" || r.Method == "MOVE" {
 		// x/net/webdav removes an existing destination before it finds
 		// that it is the source or under it: refuse that first.
-		src := strings.Trim(strings.TrimPrefix(p, Prefix+name), "/")
-		if du, err := url.Parse(r.Header.Get("Destination")); err == nil {
-			dst := strings.Trim(strings.TrimPrefix(du.Path, Prefix+name), "/")
-			if dst == src || strings.HasPrefix(dst+"/", src+"/") || src == "" {
-				w.Header().Set("X-Quilt-Error", "invalid")
-				http.Error(w, "quilt: a collection cannot go into itself", http.StatusForbidden)
-				return
-			}
+		src := strings.Trim(rt.rest, "/")
+		if dst := strings.Trim(dst, "/"); dst == src || strings.HasPrefix(dst+"/", src+"/") || src == "" {
+			w.Header().Set("X-Quilt-Error", "invalid")
+			http.Error(w, "quilt: a collection cannot go into itself", http.StatusForbidden)
+			return
 		}
 	}
 	h := &xwebdav.Handler{
-		Prefix:     Prefix + name,
+		Prefix:     rt.prefix,
 		FileSystem: fsys,
 		LockSystem: &etagLocks{LockSystem: b.locks, fs: fsys, ctx: r.Context()},
 		Logger: func(r *http.Request, err error) {
@@ -313,6 +371,11 @@ type errWriter struct {
 }
 
 func (w *errWriter) WriteHeader(code int) {
+	if code == http.StatusMultiStatus {
+		// ownCloud's and Nextcloud's clients take a multistatus only
+		// with this type (x/net/webdav says text/xml).
+		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	}
 	if code >= 400 {
 		w.fs.mu.Lock()
 		err := w.fs.last
@@ -326,6 +389,9 @@ func (w *errWriter) WriteHeader(code int) {
 			w.ResponseWriter.WriteHeader(code)
 			fmt.Fprintln(w.ResponseWriter, "quilt: "+strings.TrimPrefix(err.Error(), "gateway: "))
 			return
+		}
+		if errors.Is(err, ErrChecksum) {
+			code = http.StatusBadRequest // x/net/webdav says 405 for any failed close
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -398,7 +464,7 @@ func (s *Server) bucket(ctx context.Context, name string) (*bucketState, error) 
 	if err != nil {
 		return nil, err
 	}
-	b := &bucketState{t: t, locks: xwebdav.NewMemLS()}
+	b := &bucketState{t: t, locks: newLockSystem()}
 	s.buckets[name] = b
 	return b, nil
 }

@@ -43,6 +43,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with a change to the server's config.
+func newFixtureWith(t *testing.T, change func(*webdav.Config)) *fixture {
+	t.Helper()
 	g := testgrid.New(t, testgrid.Options{Nodes: 5})
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -54,7 +60,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { gw.Close() })
 	f := &fixture{gw: gw, users: filepath.Join(dir, "webdav-users")}
-	srv, err := webdav.New(webdav.Config{
+	cfg := webdav.Config{
 		Users: func() (sftp.Users, error) { return sftp.LoadUsers(f.users) },
 		Tree: func(ctx context.Context, bucket string) (*tree.Tree, error) {
 			if _, err := sftp.GatewayTrees(gw)(ctx, bucket); err != nil {
@@ -64,7 +70,11 @@ func newFixture(t *testing.T) *fixture {
 		},
 		Object:   webdav.GatewayObjects(gw),
 		SpoolDir: t.TempDir(),
-	})
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	srv, err := webdav.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -944,4 +954,77 @@ func TestWebDAVIfETag(t *testing.T) {
 	if st, _, got, _ := c.call(ctx, "GET", "doc.txt", ""); st != http.StatusOK || got != "v3" {
 		t.Fatalf("get: %d %q", st, got)
 	}
+}
+
+// TestWebDAVSharedLocks: shared write locks (which x/net/webdav refuses)
+// go beside each other and refuse an exclusive lock and a write without
+// one of their tokens; an exclusive lock of infinite depth refuses a
+// shared lock below it; a shared lock of a missing file makes it; a bad
+// Timeout or Depth is 400; an unlocked resource takes an exclusive lock
+// again.
+func TestWebDAVSharedLocks(t *testing.T) {
+	f := newFixture(t)
+	f.addUser(t, "alice", "files", "pw")
+	ctx := ctxT(t)
+	c := f.client("alice", "pw")
+	if st, _, _, err := c.call(ctx, "PUT", "doc.txt", "v1"); err != nil || st != http.StatusCreated {
+		t.Fatalf("put: %d, %v", st, err)
+	}
+	info := func(scope string) string {
+		return `<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:` + scope + `/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>test</D:owner></D:lockinfo>`
+	}
+	lock := func(name, scope string, want int, hdr ...string) string {
+		t.Helper()
+		st, h, body, err := c.call(ctx, "LOCK", name, info(scope), append([]string{"Timeout", "Second-60"}, hdr...)...)
+		if err != nil || st != want {
+			t.Fatalf("%s lock of %s: %d, want %d (%v): %s", scope, name, st, want, err, body)
+		}
+		if want < 300 && (h.Get("Lock-Token") == "" || !strings.Contains(body, "<D:"+scope+"/>")) {
+			t.Fatalf("%s lock of %s: %v %s", scope, name, h, body)
+		}
+		return h.Get("Lock-Token")
+	}
+	t1 := lock("doc.txt", "shared", http.StatusOK)
+	t2 := lock("doc.txt", "shared", http.StatusOK)
+	if t1 == t2 {
+		t.Fatal("two shared locks with one token")
+	}
+	lock("doc.txt", "exclusive", http.StatusLocked)
+	if st, _, _, _ := c.call(ctx, "PUT", "doc.txt", "v2"); st != http.StatusLocked {
+		t.Fatalf("put without a token: %d, want 423", st)
+	}
+	if st, _, _, _ := c.call(ctx, "PUT", "doc.txt", "v3", "If", "("+t2+")"); st != http.StatusCreated {
+		t.Fatalf("put with a shared lock's token: %d", st)
+	}
+	// A refresh keeps it shared.
+	if st, _, body, _ := c.call(ctx, "LOCK", "doc.txt", "", "If", "("+t1+")", "Timeout", "Second-120"); st != http.StatusOK || !strings.Contains(body, "<D:shared/>") || !strings.Contains(body, "Second-120") {
+		t.Fatalf("refresh: %d %s", st, body)
+	}
+	for _, tok := range []string{t1, t2} {
+		if st, _, _, _ := c.call(ctx, "UNLOCK", "doc.txt", "", "Lock-Token", tok); st != http.StatusNoContent {
+			t.Fatalf("unlock: %d", st)
+		}
+	}
+	if st, _, _, _ := c.call(ctx, "UNLOCK", "doc.txt", "", "Lock-Token", t1); st == http.StatusNoContent {
+		t.Fatal("a lock unlocked twice")
+	}
+	ex := lock("doc.txt", "exclusive", http.StatusOK)
+	c.call(ctx, "UNLOCK", "doc.txt", "", "Lock-Token", ex)
+
+	// A directory locked exclusively with infinite depth: no shared lock
+	// below it.
+	if st, _, _, _ := c.call(ctx, "MKCOL", "dir", ""); st != http.StatusCreated {
+		t.Fatalf("mkcol: %d", st)
+	}
+	dl := lock("dir", "exclusive", http.StatusOK)
+	lock("dir/new.txt", "shared", http.StatusLocked)
+	c.call(ctx, "UNLOCK", "dir", "", "Lock-Token", dl)
+	// A shared lock of a missing file makes it, empty.
+	lock("dir/new.txt", "shared", http.StatusCreated, "Depth", "0")
+	if st, _, got, _ := c.call(ctx, "GET", "dir/new.txt", ""); st != http.StatusOK || got != "" {
+		t.Fatalf("locked new file: %d %q", st, got)
+	}
+	lock("nodir/x.txt", "shared", http.StatusConflict)
+	lock("doc.txt", "shared", http.StatusBadRequest, "Timeout", "Tomorrow")
+	lock("doc.txt", "shared", http.StatusBadRequest, "Depth", "1")
 }

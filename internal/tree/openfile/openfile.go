@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"sort"
@@ -92,7 +93,8 @@ type File struct {
 	excl    bool
 	dirty   bool // bytes or size changed since the open or the last commit
 	mode    fs.FileMode
-	mtime   time.Time // set by Chtimes after the last write; zero: now at commit
+	mtime   time.Time         // set by Chtimes after the last write; zero: now at commit
+	meta    map[string]string // SetMeta's, written with each commit
 	closed  bool
 }
 
@@ -506,6 +508,14 @@ func (f *File) Chtimes(ctx context.Context, mtime time.Time) error {
 	return nil
 }
 
+// SetMeta sets user metadata that each commit writes beside the mode
+// and time (tree.CreateOptions.Meta), such as a WebDAV file ID.
+func (f *File) SetMeta(meta map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.meta = maps.Clone(meta)
+}
+
 // Sync commits the file now if it has changes (fsync); it stays open.
 func (f *File) Sync(ctx context.Context) error {
 	f.mu.Lock()
@@ -524,7 +534,7 @@ func (f *File) commit(ctx context.Context) error {
 	if err := f.seed(ctx); err != nil {
 		return err
 	}
-	opt := tree.CreateOptions{Mode: f.mode, ModTime: f.mtime, Size: f.size, Exclusive: f.excl && !f.existed}
+	opt := tree.CreateOptions{Mode: f.mode, ModTime: f.mtime, Size: f.size, Exclusive: f.excl && !f.existed, Meta: f.meta}
 	if _, err := f.tab.t.Create(ctx, f.name, io.NewSectionReader(f.spool, 0, f.size), opt); err != nil {
 		return err
 	}

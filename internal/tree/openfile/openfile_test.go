@@ -488,3 +488,26 @@ func TestLargeSpool(t *testing.T) {
 		t.Fatalf("read back %d bytes, differing", len(got))
 	}
 }
+
+// TestSetMeta: metadata set on an open file is written with its commit,
+// beside the tree's mode and time, which it cannot replace.
+func TestSetMeta(t *testing.T) {
+	tr, _, tab := setup(t)
+	ctx := context.Background()
+	h, err := tab.Open(ctx, "f", openfile.Options{Create: true, Mode: 0o640})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WriteAt([]byte("body"), 0)
+	h.SetMeta(map[string]string{"oc-fileid": "42", tree.MetaMode: "0"})
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	i, err := tr.Stat(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i.Object.Meta["oc-fileid"] != "42" || i.Mode.Perm() != 0o640 || read(t, tr, "f") != "body" {
+		t.Fatalf("meta %v, mode %v", i.Object.Meta, i.Mode)
+	}
+}
