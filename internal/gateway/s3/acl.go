@@ -350,7 +350,7 @@ func (s *Server) newObjectACL(q *request) ([]byte, error) {
 	if a.public() && s.publicBlock(q, q.bucket).BlockPublicAcls {
 		return nil, errBlockedACL
 	}
-	if err := s.checkGrantees(q, a); err != nil {
+	if err := s.checkGrantees(q, a, bo); err != nil {
 		return nil, err
 	}
 	return json.Marshal(a)
@@ -366,11 +366,12 @@ func hasGrantHeader(get func(string) string) bool {
 }
 
 // checkGrantees refuses an ACL granting to an identity the gateway does
-// not have.
-func (s *Server) checkGrantees(q *request, a *aclDoc) error {
+// not have. The ACL's owner and known (the bucket's owner) are not
+// looked up: a canned ACL names only them, and costs no lookup.
+func (s *Server) checkGrantees(q *request, a *aclDoc, known gateway.Identity) error {
 	var ids []string
 	for _, g := range a.Grants {
-		if g.ID != "" {
+		if g.ID != "" && g.ID != a.Owner.ID && g.ID != known.ID {
 			ids = append(ids, g.ID)
 		}
 	}
@@ -405,7 +406,7 @@ func (s *Server) putBucketACL(q *request) {
 		q.fail(errBlockedACL)
 		return
 	}
-	if err := s.checkGrantees(q, a); err != nil {
+	if err := s.checkGrantees(q, a, cur.Owner); err != nil {
 		q.fail(err)
 		return
 	}
@@ -454,7 +455,7 @@ func (s *Server) putObjectACL(q *request) {
 		q.fail(errBlockedACL)
 		return
 	}
-	if err := s.checkGrantees(q, a); err != nil {
+	if err := s.checkGrantees(q, a, bo); err != nil {
 		q.fail(err)
 		return
 	}

@@ -133,6 +133,20 @@ func TestAnonymousRefusedByDefault(t *testing.T) {
 	if resp.StatusCode != 403 {
 		t.Errorf("anonymous copy out of a closed bucket: %d %s", resp.StatusCode, b)
 	}
+	// Where the bucket's ACL grants AllUsers WRITE, an anonymous PUT is
+	// stored; an aws-chunked one is refused (nothing signs its framing).
+	resp, b = e.anon(t, "PUT", "/dropbox/drop", []byte("dropped"))
+	if resp.StatusCode != 200 {
+		t.Errorf("anonymous PUT into a public-read-write bucket: %d %s", resp.StatusCode, b)
+	}
+	if got, err := get(a, "dropbox", "drop"); err != nil || got != "dropped" {
+		t.Errorf("the anonymous PUT's object: %q %v", got, err)
+	}
+	resp, b = e.anon(t, "PUT", "/dropbox/chunked", []byte("7\r\ndropped\r\n0\r\n\r\n"),
+		"x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER", "Content-Encoding", "aws-chunked", "x-amz-decoded-content-length", "7")
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "InvalidRequest") {
+		t.Errorf("anonymous aws-chunked PUT: %d %s", resp.StatusCode, b)
+	}
 	resp, b = e.anon(t, "GET", "/nosuchbucket/k", nil)
 	if resp.StatusCode != 404 || !strings.Contains(string(b), "NoSuchBucket") {
 		t.Errorf("anonymous GET of a missing bucket: %d %s", resp.StatusCode, b)

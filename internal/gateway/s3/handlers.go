@@ -63,7 +63,7 @@ func (s *Server) createBucket(q *request) {
 		return
 	}
 	if acl != nil {
-		if err := s.checkGrantees(q, acl); err != nil {
+		if err := s.checkGrantees(q, acl, me); err != nil {
 			q.fail(err)
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
 )
@@ -510,17 +511,32 @@ func conditionKeys(q *request) map[string]string {
 	return keys
 }
 
+// parsedPolicies keeps the last policy parsed for each bucket name, with
+// the document it was parsed from: a request to a bucket with a policy
+// reads the document (a local read of the registry) and parses it only
+// when it changed.
+var parsedPolicies sync.Map // bucket name -> parsedPolicy
+
+type parsedPolicy struct {
+	raw []byte
+	doc *policyDoc
+}
+
 // bucketPolicy is a bucket's policy (nil if none).
 func (s *Server) bucketPolicy(q *request, bucket string) *policyDoc {
 	raw, err := s.gw.BucketConfig(q.r.Context(), bucket, "policy")
 	if err != nil {
 		return nil
 	}
+	if v, ok := parsedPolicies.Load(bucket); ok && bytes.Equal(v.(parsedPolicy).raw, raw) {
+		return v.(parsedPolicy).doc
+	}
 	p, err := parseBucketPolicy(raw, bucket)
 	if err != nil {
 		q.log.Warn("s3: stored bucket policy unreadable", "bucket", bucket, "err", err)
 		return nil
 	}
+	parsedPolicies.Store(bucket, parsedPolicy{raw, p})
 	return p
 }
 

@@ -398,6 +398,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, sigv4.ErrAnonymous):
 		// Anonymous: allowed where an ACL or a policy says so (route).
+		// An aws-chunked body is framed for a signature or a trailer
+		// this request does not carry: it would be stored as framed.
+		if strings.HasPrefix(r.Header.Get("x-amz-content-sha256"), "STREAMING-") || strings.Contains(r.Header.Get("Content-Encoding"), "aws-chunked") {
+			q.fail(s3err("InvalidRequest", 400, "An anonymous request cannot send an aws-chunked body."))
+			return
+		}
 		q.anon, q.key = true, gateway.AccessKey{}
 		var body io.Reader = http.NoBody
 		if q.raw != nil {
