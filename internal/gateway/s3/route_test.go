@@ -65,8 +65,10 @@ func TestRouting(t *testing.T) {
 	for _, sub := range []string{"encryption", "policyStatus", "ownershipControls", "object-lock",
 		"versioning", "lifecycle", "website", "policy", "acl", "logging", "notification", "replication", "accelerate",
 		"requestPayment", "analytics", "metrics", "inventory", "intelligent-tiering", "publicAccessBlock", "versions", "session"} {
-		served := sub == "policy" || sub == "acl" || sub == "publicAccessBlock" // access.go
-		if sub != "versions" && sub != "versioning" && !served && sub != "policyStatus" { // GET served: buckets are never versioned
+		// Served: ACLs, policies, Block Public Access (access.go), and
+		// GET ?versions and ?versioning (buckets are never versioned).
+		served := sub == "policy" || sub == "acl" || sub == "publicAccessBlock"
+		if sub != "versions" && sub != "versioning" && !served && sub != "policyStatus" {
 			cases = append(cases, tc{"GET", "/rtb?" + sub, "", nil, 501, "NotImplemented"})
 		}
 		if !served {

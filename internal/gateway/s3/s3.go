@@ -189,8 +189,8 @@ type request struct {
 	log    *slog.Logger
 	id     string
 	key    gateway.AccessKey
-	anon   bool // the request carries no signature (key is zero)
-	perKey bool // DeleteObjects: each key is authorized on its own (access.go)
+	anon   bool        // the request carries no signature (key is zero)
+	perKey bool        // DeleteObjects: each key is authorized on its own (access.go)
 	raw    *rawBody    // the body as it comes off the connection
 	body   io.Reader   // the body decoded and checked (signature, checksums)
 	dec    *bodyErrors // errors body returned
