@@ -192,6 +192,17 @@ func s3DomainFlag(fs *flag.FlagSet) *string {
 	return fs.String("s3-domain", "", "serve virtual-hosted-style S3 requests: a request to BUCKET.DOMAIN names BUCKET (needs a wildcard DNS record *.DOMAIN for the gateway); path-style requests work either way")
 }
 
+// s3BlockPublicFlag registers --s3-block-public: Block Public Access on
+// every bucket, all four settings (s3.Options.BlockPublicAccess).
+func s3BlockPublicFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("s3-block-public", false, "block public access to every S3 bucket (all four Block Public Access settings, whatever each bucket's own): no ACL or policy may grant to everyone")
+}
+
+// blockPublic is the s3.Options.BlockPublicAccess of --s3-block-public.
+func blockPublic(on bool) s3.PublicAccessBlock {
+	return s3.PublicAccessBlock{BlockPublicAcls: on, IgnorePublicAcls: on, BlockPublicPolicy: on, RestrictPublicBuckets: on}
+}
+
 // startS3 starts a gateway serving S3 on addr (HTTPS as tf says), with
 // opt's region, time limits, domain and logger, creating its first
 // (admin) access key on first use and writing dir/s3.env.
@@ -280,6 +291,7 @@ func runGateway(ctx context.Context, args []string) error {
 	metricsAddr := fs.String("metrics", "", metricsHelp)
 	bodyTimeout := s3BodyTimeoutFlag(fs)
 	domain := s3DomainFlag(fs)
+	blockPub := s3BlockPublicFlag(fs)
 	addConfigFlag(fs)
 	registerGatewayLeases(fs, &g)
 	if err := parseArgs(fs, args, 0); err != nil {
@@ -295,7 +307,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := startS3(ctx, s, *dir, *addr, tf, s3.Options{Region: *region, BodyTimeout: *bodyTimeout, Domain: *domain, Logger: s.log})
+	svc, err := startS3(ctx, s, *dir, *addr, tf, s3.Options{Region: *region, BodyTimeout: *bodyTimeout, Domain: *domain, BlockPublicAccess: blockPublic(*blockPub), Logger: s.log})
 	if err != nil {
 		return err
 	}
@@ -374,7 +386,7 @@ func runKey(ctx context.Context, args []string) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tCREATED\tPERMISSIONS")
+		fmt.Fprintln(tw, "ID\tIDENTITY\tCREATED\tPERMISSIONS")
 		for _, k := range ks {
 			var ps []string
 			if k.Admin {
@@ -384,7 +396,8 @@ func runKey(ctx context.Context, args []string) error {
 				ps = append(ps, b+"="+p.String())
 			}
 			sort.Strings(ps)
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", k.ID, k.Created.Format("2006-01-02 15:04"), strings.Join(ps, " "))
+			// The identity is what S3 ACLs and policies name (docs/s3.md).
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, gateway.KeyIdentity(k).ID, k.Created.Format("2006-01-02 15:04"), strings.Join(ps, " "))
 		}
 		return tw.Flush()
 	case verb == "delete" && fs.NArg() == 2:

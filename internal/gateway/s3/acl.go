@@ -380,7 +380,7 @@ func (s *Server) checkGrantees(q *request, a *aclDoc, known gateway.Identity) er
 	})
 }
 
-var errBlockedACL = s3err("AccessDenied", 403, "Access Denied: the bucket's Block Public Access settings (BlockPublicAcls) refuse public ACLs.")
+var errBlockedACL = s3err("AccessDenied", 403, "Access Denied: Block Public Access (BlockPublicAcls, the bucket's or the gateway's) refuses public ACLs.")
 
 func (s *Server) getBucketACL(q *request) {
 	a, err := s.bucketACL(q, q.bucket)

@@ -564,7 +564,7 @@ func (s *Server) putPolicy(q *request) {
 		return
 	}
 	if p.public() && s.publicBlock(q, q.bucket).BlockPublicPolicy {
-		q.fail(s3err("AccessDenied", 403, "Access Denied: the bucket's Block Public Access settings (BlockPublicPolicy) refuse public policies."))
+		q.fail(s3err("AccessDenied", 403, "Access Denied: Block Public Access (BlockPublicPolicy, the bucket's or the gateway's) refuses public policies."))
 		return
 	}
 	if err := s.gw.PutBucketConfig(q.r.Context(), q.bucket, "policy", doc); err != nil {
