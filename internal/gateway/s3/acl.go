@@ -342,10 +342,10 @@ func (s *Server) newObjectACL(q *request) ([]byte, error) {
 		return nil, err
 	}
 	if a == nil {
-		if own.ID == bo.ID {
-			return nil, nil
-		}
 		a = &aclDoc{Owner: own, Grants: []aclGrant{{ID: own.ID, Perm: permFullControl}}}
+	}
+	if own.ID == bo.ID && len(a.Grants) == 1 && a.Grants[0] == (aclGrant{ID: own.ID, Perm: permFullControl}) {
+		return nil, nil // private to the bucket's owner: what no ACL means
 	}
 	if a.public() && s.publicBlock(q, q.bucket).BlockPublicAcls {
 		return nil, errBlockedACL

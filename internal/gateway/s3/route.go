@@ -226,7 +226,9 @@ func checkHeaders(r *http.Request, opName string) error {
 	if sse := h.Get("x-amz-server-side-encryption"); sse != "" && sse != "AES256" {
 		return notImpl("Server-side encryption " + sse + " is not implemented: the grid encrypts every object with its own keys (AES256 is accepted).")
 	}
-	if !aclOps[opName] && (h.Get("x-amz-acl") != "" || hasGrantHeader(h.Get)) {
+	// x-amz-acl: private asks for what every object and bucket is
+	// anyway: clients that send it with every request are not refused.
+	if !aclOps[opName] && (h.Get("x-amz-acl") != "" && h.Get("x-amz-acl") != "private" || hasGrantHeader(h.Get)) {
 		return s3err("InvalidArgument", 400, "x-amz-acl and x-amz-grant-* are taken by CreateBucket, PutObject, CopyObject, CreateMultipartUpload and PutBucketAcl/PutObjectAcl only.")
 	}
 	if writeOps[opName] && (h.Get("If-Match") != "" || h.Get("If-None-Match") != "") {

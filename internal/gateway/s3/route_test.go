@@ -97,6 +97,8 @@ func TestRouting(t *testing.T) {
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-grant-read", "emailAddress=a@example.com"}, 400, "UnresolvableGrantByEmailAddress"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-acl", "private", "x-amz-grant-read", "id=alice"}, 400, "InvalidRequest"},
 		tc{"DELETE", "/rtb/obj", "", []string{"x-amz-acl", "public-read"}, 400, "InvalidArgument"},
+		tc{"DELETE", "/rtb/obj", "", []string{"x-amz-grant-read", "id=alice"}, 400, "InvalidArgument"},
+		tc{"GET", "/rtb/obj", "", []string{"x-amz-acl", "private"}, 200, ""},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-object-lock-mode", "COMPLIANCE"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "aws:a=b"}, 400, "InvalidTag"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "a=b&a=c"}, 400, "InvalidTag"},
