@@ -114,6 +114,14 @@ func TestAnonymousRefusedByDefault(t *testing.T) {
 		{"POST", "/closed/obj?uploads", ""},
 		{"GET", "/closed/obj?uploadId=x", ""},
 		{"DELETE", "/closed/obj?uploadId=x", ""},
+		{"PUT", "/closed/obj?uploadId=x&partNumber=1", "part"},
+		{"POST", "/closed/obj?uploadId=x", "<CompleteMultipartUpload/>"},
+		{"PUT", "/closed/obj?tagging", "<Tagging><TagSet/></Tagging>"},
+		{"DELETE", "/closed/obj?tagging", ""},
+		{"PUT", "/closed?cors", "<CORSConfiguration/>"},
+		{"DELETE", "/closed?cors", ""},
+		{"DELETE", "/closed?tagging", ""},
+		{"DELETE", "/closed?publicAccessBlock", ""},
 	} {
 		hdr := []string{}
 		if c.pq == "/closed/obj?acl" && c.method == "PUT" || c.pq == "/closed?acl" && c.method == "PUT" {
