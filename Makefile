@@ -17,7 +17,8 @@ FUZZ     = internal/sharefile:FuzzParseHeader internal/sharefile:FuzzParseTraile
 	internal/object:FuzzGetRange \
 	internal/gateway/s3/sigv4:FuzzVerify internal/gateway/s3/sigv4:FuzzParseAuth \
 	internal/gateway/s3/sigv4:FuzzChunked internal/gateway/s3:FuzzParseRange \
-	internal/gateway/s3:FuzzXMLBodies internal/lab/scenario:FuzzParse
+	internal/gateway/s3:FuzzXMLBodies internal/lab/scenario:FuzzParse \
+	internal/bulk:FuzzParse internal/bulk:FuzzCheckpoint
 FUZZTIME ?= 5000x
 
 .PHONY: all build run test bench bench-ns bench-tahoe lab vet clean
@@ -37,8 +38,8 @@ run: build
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
 ## Chromium), Swift (swift CLI, swiftclient, swift-bench; two regions of
 ## gateway processes, one pair behind haproxy) and SFTP (sftp,
-## scp, sshfs), WebDAV (litmus, cadaver, rclone), the web app (headless
-## Chromium), the FUSE mount (cp, diff,
+## scp, sshfs), WebDAV (litmus, cadaver, rclone), quilt cp (beside
+## awscli and WebDAV), the web app (headless Chromium), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
 test:
@@ -53,6 +54,7 @@ test:
 	./test/sftp-clients.sh
 	./test/webdav-clients.sh
 	./test/owncloud-clients.sh
+	./test/cp-clients.sh
 	./test/webapp-browser/run.sh
 	./test/mount-clients.sh
 	./test/volume-clients.sh
@@ -76,7 +78,8 @@ bench-tahoe:
 ## Markdown, PNG) in docs/lab/; write-read and sshfs-fio also run
 ## Tahoe-LAFS, and swift-bench OpenStack Swift (installed from PyPI into
 ## venvs), behind the same emulated links; sshfs-fio needs fio, sshfs and
-## fuse3 (bench/lab-deps.sh)
+## fuse3, dbench and nbd-fio nbdkit, nbdfuse and dbench, and dbench root
+## (bench/lab-deps.sh)
 lab: build
 	./bench/lab-deps.sh
 	$(BIN) lab run write-read --quick --tahoe --out docs/lab/write-read
@@ -87,6 +90,8 @@ lab: build
 	$(BIN) lab run parallel-transfers --quick --out docs/lab/parallel-transfers
 	$(BIN) lab run cfs-mount --quick --out docs/lab/cfs-mount
 	$(BIN) lab run sshfs-fio --quick --tahoe --out docs/lab/sshfs-fio
+	$(BIN) lab run dbench --quick --out docs/lab/dbench
+	$(BIN) lab run nbd-fio --quick --out docs/lab/nbd-fio
 
 vet:
 	$(GO) vet ./...

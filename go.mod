@@ -25,6 +25,7 @@ require (
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
+	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0
 	rsc.io/qr v0.2.0
 )

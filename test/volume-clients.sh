@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Real NBD clients against the NBD server of `quilt up` (10 nodes on
 # 127.0.0.1; nbd.env), and a `quilt volume serve` beside it: libnbd's nbdinfo (named exports,
-# --list) and nbdcopy, qemu-img (create, convert, compare over nbd://) and
+# --list) and nbdcopy (1 GiB round trip too), qemu-img (create, convert, compare over nbd://) and
 # qemu-io (pattern writes and reads, FUA, flush, write-zeroes, trim), and
 # fio (its nbd engine: random 4 KiB writes, then verified reads), ext4 on
 # nbdfuse and a loop device (mkfs, files, umount, fsck -n, read back), and
-# the volume verbs (create, ls, clone, snapshot, import, export, rm),
+# the volume verbs (create, ls, clone, snapshot, rollback, resize, import,
+# export, rm),
 # qcow2 import and export, non-persistent attachments, and TLS with a
 # client certificate per volume.
 # Installs libnbd-bin, qemu-utils, fio, nbdfuse, fuse3 with apt when missing; fails if they
@@ -123,6 +124,17 @@ t qemu-img compare -f raw -F raw "$work/disk" "$url/mc1"
 t nbdcopy -v --connections=4 --threads=4 "$url/mc1" "$work/mc1.back" 2>&1 | grep 'connections=4 '
 cmp "$work/disk" "$work/mc1.back"
 
+say "nbdcopy round trip of a 1 GiB volume of random data"
+# About 35-45 s on 2 cores at a load of 10-14 (docs/benchmarks.md); bounded at 5 min.
+q create big1 --size 1GiB
+head -c 1G /dev/urandom >"$work/big"
+timeout 300 nbdcopy --flush "$work/big" "$url/big1"
+timeout 300 nbdcopy "$url/big1" "$work/big.back"
+cmp "$work/big" "$work/big.back"
+rm -f "$work/big.back"
+rm -f "$work/big"
+q rm big1
+
 say "fio: random 4 KiB writes, then verified reads (nbd engine)"
 q create fio1 --size 32MiB
 t fio --name=verify --ioengine=nbd --uri="$url/fio1" --rw=randwrite --bs=4k --size=32M \
@@ -167,6 +179,19 @@ t qemu-io -f raw -c 'read -P 0x99 0 8M' "$url/vm2" >/dev/null
 if t qemu-io -f raw -c 'write -P 1 0 4k' "$url/vm1@s1" >/dev/null 2>&1; then echo "wrote to a snapshot"; exit 1; fi
 q export vm1 "$work/exported"
 cmp "$work/disk" "$work/exported"
+
+say "rollback to a snapshot, resize (the CLI takes the volume's lease while no client has it)"
+t qemu-io -f raw -c 'write -P 0x44 0 2M' -c flush "$url/vm1" >/dev/null
+q rollback vm1 s1
+t qemu-img compare -f raw -F raw "$work/disk" "$url/vm1"
+if q rollback vm1 nope 2>/dev/null; then echo "rolled back to a snapshot that does not exist"; exit 1; fi
+if q rollback vm1 vm2 2>/dev/null; then echo "rolled back to a volume that is not a snapshot"; exit 1; fi
+q resize vm1 --size 96MiB
+t nbdinfo "$url/vm1" | grep -q 'export-size: 100663296'
+t qemu-io -f raw -c 'read -P 0x77 40M 1M' -c 'read -P 0 64M 32M' -c 'write -P 0x45 90M 1M' "$url/vm1" >/dev/null
+q resize vm1 --size 64MiB
+t qemu-img compare -f raw -F raw "$work/disk" "$url/vm1"
+if q resize vm1 --size 1000 2>/dev/null; then echo "resized to 1000 bytes"; exit 1; fi
 
 say "qcow2: import (file and stdin), export, qemu-img compare; images reading other files refused"
 t qemu-img create -f qcow2 "$work/q.qcow2" 40M >/dev/null

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/quilt-grid/quilt/internal/bulk"
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/node"
@@ -43,6 +44,7 @@ var commands = map[string]command{
 	"up":      {"run a whole grid on this machine", runUp},
 	"put":     {"store a file; prints its read capability", runPut},
 	"get":     {"read a file back by its capability", runGet},
+	"cp":      {"copy files to and from buckets and your drive: parallel, resumable, checksummed", runCp},
 	"rm":      {"cancel this client's lease on an object's shares (they go when no lease is left)", runRm},
 	"renew":   {"renew this client's lease on objects' shares (run from cron)", runRenew},
 	"check":   {"check an object's shares; --repair rebuilds missing ones", runCheck},
@@ -146,6 +148,12 @@ func hint(err error) string {
 		return "run 'quilt check CAP' to see which shares are where; bring nodes back up, then 'quilt check --repair'"
 	case errors.Is(err, object.ErrUnhappy):
 		return "add nodes or free space, or lower --happy (and --n)"
+	case errors.Is(err, bulk.ErrNoBucket):
+		return "make the bucket first (. ~/.quilt/grid/gateway/s3.env; aws s3 mb s3://NAME), or check its name"
+	case errors.Is(err, bulk.ErrUnreachable):
+		return "is the gateway running ('quilt up' starts one)? the endpoint comes from --endpoint, $AWS_ENDPOINT_URL or s3.env ('quilt cp -h')"
+	case errors.Is(err, bulk.ErrAccess):
+		return "the access key is unknown, its secret wrong, or it may not use this bucket: see 'quilt key list' and s3.env"
 	case strings.Contains(err.Error(), identity.ErrNotInGrid.Error()):
 		// Joining wraps the last error as text.
 		return "the node there is not in the invite's grid: the invite's secret is wrong or not this grid's; copy the invite again from a member's DIR/invite"

@@ -63,6 +63,8 @@ const volumeUsage = `Usage: quilt volume create NAME --size SIZE
        quilt volume ls
        quilt volume clone SRC DST
        quilt volume snapshot NAME SNAP     (makes the read-only volume NAME@SNAP)
+       quilt volume rollback NAME SNAP     (NAME reads as NAME@SNAP again; unflushed writes are lost)
+       quilt volume resize NAME --size SIZE
        quilt volume rm NAME
        quilt volume import NAME FILE [--format auto|raw|qcow2]  (- for stdin; the volume is made if missing)
        quilt volume export NAME FILE [--format raw|qcow2]       (- for stdout, raw only)
@@ -78,7 +80,7 @@ func runVolume(ctx context.Context, args []string) error {
 	var g gridFlags
 	g.register(fs)
 	dir := fs.String("dir", "", "gateway state directory (default: the gateway 'quilt up' runs for the default grid, else $QUILT_HOME/gateway)")
-	sizeFlag := fs.String("size", "", "create: the volume's size (64MiB, 10GiB; a multiple of 512 bytes)")
+	sizeFlag := fs.String("size", "", "create, resize: the volume's size (64MiB, 10GiB; a multiple of 512 bytes)")
 	listen := fs.String("listen", "127.0.0.1:10809", "serve: the NBD address (host:port)")
 	state := fs.String("state", "", "serve: the journals' directory (default DIR/volumes)")
 	tlsMode := fs.String("tls", "auto", "serve: "+nbdTLSHelp)
@@ -86,7 +88,7 @@ func runVolume(ctx context.Context, args []string) error {
 	if err := parseArgs(fs, args, -1); err != nil {
 		return err
 	}
-	want := map[string]int{"create": 2, "ls": 1, "clone": 3, "snapshot": 3, "rm": 2, "import": 3, "export": 3, "serve": 1,
+	want := map[string]int{"create": 2, "ls": 1, "clone": 3, "snapshot": 3, "rollback": 3, "resize": 2, "rm": 2, "import": 3, "export": 3, "serve": 1,
 		"cert": 3, "revoke": 2}
 	verb := fs.Arg(0)
 	if n, ok := want[verb]; !ok || fs.NArg() != n {
@@ -103,7 +105,7 @@ func runVolume(ctx context.Context, args []string) error {
 		*state = filepath.Join(*dir, "volumes")
 	}
 	var size int64
-	if verb == "create" {
+	if verb == "create" || verb == "resize" {
 		var err error
 		if size, err = parseSize(*sizeFlag); err != nil || size <= 0 {
 			return fmt.Errorf("--size %q: want a size such as 64MiB", *sizeFlag)
@@ -144,7 +146,7 @@ func runVolume(ctx context.Context, args []string) error {
 	}
 	cfg := volume.Config{Catalog: registryCatalog{gw, volumeSet}, Objects: s.objects, Params: codec.DefaultParams(),
 		Happy: happy, StateDir: jdir}
-	if verb == "serve" || verb == "import" {
+	if verb == "serve" || verb == "import" || verb == "rollback" || verb == "resize" {
 		// Writers take the volume's lease: one writer per volume.
 		cfg.Leases = registryCatalog{gw, leaseSet}
 	}
@@ -177,6 +179,10 @@ func runVolume(ctx context.Context, args []string) error {
 		return m.Clone(ctx, fs.Arg(1), fs.Arg(2), false)
 	case "snapshot":
 		return m.Clone(ctx, fs.Arg(1), fs.Arg(1)+"@"+fs.Arg(2), true)
+	case "rollback":
+		return m.Rollback(ctx, fs.Arg(1), fs.Arg(1)+"@"+fs.Arg(2))
+	case "resize":
+		return m.Resize(ctx, fs.Arg(1), size)
 	case "rm":
 		if err := m.Remove(ctx, fs.Arg(1)); err != nil {
 			return err

@@ -27,6 +27,11 @@
 //	sshfs-fio           Tahoe-LAFS on community clouds, §5 and Figs. 14–16: fio (for
 //	                    IOzone) through an sshfs mount of Quilt's SFTP server with
 //	                    the paper's options; optionally Tahoe-LAFS's own SFTP front end
+//	dbench              AoE/OpenNebula, Table III and Fig. 8: dbench with 1 to 256 clients
+//	                    on ext4 on a Quilt volume over NBD (nbdfuse, a loop device),
+//	                    beside nbdkit's file plugin; MB/s and the storage side's CPU
+//	nbd-fio             fio's nbd engine on a Quilt volume and on nbdkit's file plugin:
+//	                    4 KiB random and 1 MiB sequential reads and writes
 //
 // Production code paths run unchanged: the lab only gives nodes an
 // emulated memberlist transport, listeners it registers, and dial
@@ -96,6 +101,8 @@ var experiments = []Experiment{
 	{"parallel-transfers", "Np parallel workers of random uploads and downloads through WebDAV and S3 multipart, beside rclone serve webdav on a local disk (ownCloud/StoRM paper, Tables 3–7, Figs. 3–4)", "lan", runParallel},
 	{"cfs-mount", "cp -r /etc into the cfs FUSE mount, then two reads, beside a local directory (BaseFS paper, Figs. 20–21)", "lan", runCFSMount},
 	{"sshfs-fio", "fio write/read/random write/random read through an sshfs mount of the SFTP server (Tahoe-LAFS paper, §5, Figs. 14–16)", "qmpsu", runSSHFSFio},
+	{"nbd-fio", "fio's nbd engine on a Quilt volume beside nbdkit file: 4 KiB random and 1 MiB sequential reads and writes", "lan", runNbdFioExp},
+	{"dbench", "dbench on ext4 on a Quilt volume over NBD, beside nbdkit file: MB/s and storage CPU vs clients (AoE/OpenNebula paper, Table III, Fig. 8)", "lan", runDbenchExp},
 }
 
 // tahoeExperiments are the experiments that can measure Tahoe-LAFS

@@ -141,6 +141,9 @@ var packages = map[string]Layer{
 	// webapp is the browser app over each user's bucket tree; it imports
 	// only tree (cmd/quilt gives it accounts, trees and the grid's state).
 	"internal/webapp": FrontEnds,
+	// bulk is quilt cp: a client of the gateway's S3 API (through
+	// aws-sdk-go-v2) that copies files in parallel and resumably.
+	"internal/bulk": FrontEnds,
 
 	"internal/lab":           Lab,
 	"internal/lab/report":    Lab,

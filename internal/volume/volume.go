@@ -18,7 +18,11 @@
 // Extents never written read as zeros without touching the grid, and an
 // extent trimmed, zeroed, or flushed all zero is dropped from the map.
 // Clones and snapshots copy the map only: extents are immutable objects,
-// so they are shared copy-on-write. See docs/volumes.md.
+// so they are shared copy-on-write; a rollback copies a snapshot's map
+// back, and a resize drops or adds extents at the end. An open volume
+// keeps a bounded cache of decoded segments of its stored extents, keyed
+// by capability, and reads ahead for sequential readers (cache.go). See
+// docs/volumes.md.
 package volume
 
 import (
@@ -28,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -155,6 +160,9 @@ type Config struct {
 	StateDir string
 	// JournalExtents bounds each journal; default DefaultJournalExtents.
 	JournalExtents int
+	// ReadCache bounds the decoded extent data each open volume keeps for
+	// reads, in bytes; default DefaultReadCache, negative for none.
+	ReadCache int64
 	// Leases keeps the writers' leases, one record per volume open for
 	// writing, so that one Manager at a time writes a volume. Optional:
 	// without it, Open takes no lease (for readers such as an export).
@@ -188,6 +196,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.JournalExtents <= 0 {
 		cfg.JournalExtents = DefaultJournalExtents
+	}
+	if cfg.ReadCache == 0 {
+		cfg.ReadCache = DefaultReadCache
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
@@ -284,6 +295,99 @@ func (m *Manager) Clone(ctx context.Context, src, dst string, snapshot bool) err
 	return m.put(ctx, in, true)
 }
 
+// Rollback makes volume name read as its snapshot snap (a read-only
+// volume whose origin is name) does: name's map becomes a copy of the
+// snapshot's, size included, in one commit; no extent is copied. Writes
+// not flushed are dropped. With Config.Leases it takes name's writer's
+// lease for the time (ErrLeased if another Manager holds it); a volume
+// this Manager has open is refused.
+func (m *Manager) Rollback(ctx context.Context, name, snap string) error {
+	s, err := m.Stat(ctx, snap)
+	if err != nil {
+		return err
+	}
+	if !s.ReadOnly || s.Origin != name {
+		return fmt.Errorf("volume: %s is not a snapshot of %s", snap, name)
+	}
+	return m.replaceMap(ctx, name, func(v *Volume) (Info, error) {
+		in := v.info
+		in.Size, in.Extents = s.Size, maps.Clone(s.Extents)
+		return in, nil
+	})
+}
+
+// Resize changes volume name's size (a positive multiple of Sector). A
+// volume made smaller loses its extents past the end, and the bytes of its
+// new last extent past the end are zeroed, so that growing it again reads
+// zeros there; one made larger reads zeros in what it gained. Leases and
+// open volumes as for Rollback.
+func (m *Manager) Resize(ctx context.Context, name string, size int64) error {
+	if size <= 0 || size > MaxSize || size%Sector != 0 {
+		return fmt.Errorf("%w: %d (a positive multiple of %d, at most %d)", ErrBadSize, size, Sector, int64(MaxSize))
+	}
+	return m.replaceMap(ctx, name, func(v *Volume) (Info, error) {
+		if size < v.info.Size && size%ExtentSize != 0 {
+			// Zero the tail of the new last extent (it may be
+			// shared: zeroing stores it anew) and store it.
+			end := min(v.info.Size, (size/ExtentSize+1)*ExtentSize)
+			if err := v.zero(ctx, size, end-size); err != nil {
+				return Info{}, err
+			}
+			if err := v.store(ctx); err != nil {
+				return Info{}, err
+			}
+		}
+		in := v.info
+		in.Size, in.Extents = size, map[int64]string{}
+		last := (size + ExtentSize - 1) / ExtentSize
+		for k, c := range v.cur {
+			if k < last {
+				in.Extents[k] = c
+			}
+		}
+		return in, nil
+	})
+}
+
+// replaceMap opens volume name alone (its lease taken, refused if this
+// Manager has it open), drops its unflushed writes, and commits the map
+// that change returns.
+func (m *Manager) replaceMap(ctx context.Context, name string, change func(*Volume) (Info, error)) error {
+	v, err := m.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	m.mu.Lock()
+	shared := v.refs > 1
+	m.mu.Unlock()
+	if shared {
+		return fmt.Errorf("volume: %s is open", name)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.info.ReadOnly {
+		return fmt.Errorf("%w: %s", ErrReadOnly, name)
+	}
+	in, err := change(v)
+	if err != nil {
+		return err
+	}
+	if v.lease != nil && !v.lease.valid() {
+		return fmt.Errorf("%w: %s: the map is not committed", ErrLeaseLost, name)
+	}
+	in.Gen = v.info.Gen + 1
+	if err := m.put(ctx, in, false); err != nil {
+		return fmt.Errorf("volume %s: commit: %w", name, err)
+	}
+	v.info, v.cur, v.chg = in, maps.Clone(in.Extents), false
+	for idx, s := range v.dirty {
+		delete(v.dirty, idx)
+		v.free = append(v.free, s.n)
+	}
+	return nil
+}
+
 // Remove deletes a volume's record. Its extents are not cancelled (clones
 // may share them): their leases run out (docs/volumes.md).
 func (m *Manager) Remove(ctx context.Context, name string) error {
@@ -315,6 +419,9 @@ func (m *Manager) Open(ctx context.Context, name string) (*Volume, error) {
 		return nil, err
 	}
 	v := &Volume{m: m, info: in, cur: map[int64]string{}, dirty: map[int64]*slot{}, refs: 1}
+	if m.cfg.ReadCache > 0 {
+		v.cache = newSegCache(m.cfg.ReadCache)
+	}
 	for k, c := range in.Extents {
 		v.cur[k] = c
 	}
@@ -356,6 +463,7 @@ type Volume struct {
 	chg   bool             // cur differs from info.Extents
 	err   error            // set when closed
 	lease *lease           // the writer's lease, if the Manager keeps leases
+	cache *segCache        // decoded segments of stored extents; nil: none
 }
 
 // slot is a dirty extent's place in the journal and which sectors of it
@@ -403,14 +511,18 @@ func (v *Volume) ReadAt(ctx context.Context, p []byte, off int64) error {
 	if err := v.check(off, int64(len(p))); err != nil {
 		return err
 	}
-	return v.read(ctx, p, off)
+	ahead := v.cache != nil && v.cache.sequential(off, off+int64(len(p)))
+	return v.read(ctx, p, off, ahead)
 }
 
-func (v *Volume) read(ctx context.Context, p []byte, off int64) error {
+// read fills p from offset off; with ahead (a sequential reader), the
+// extents it reads from the grid are fetched to their end into the read
+// cache.
+func (v *Volume) read(ctx context.Context, p []byte, off int64, ahead bool) error {
 	for len(p) > 0 {
 		idx, eoff := off/ExtentSize, off%ExtentSize
 		n := min(int64(len(p)), ExtentSize-eoff)
-		if err := v.readExtent(ctx, idx, eoff, p[:n]); err != nil {
+		if err := v.readExtent(ctx, idx, eoff, p[:n], ahead); err != nil {
 			return err
 		}
 		p, off = p[n:], off+n
@@ -420,10 +532,10 @@ func (v *Volume) read(ctx context.Context, p []byte, off int64) error {
 
 // readExtent reads p from offset eoff of extent idx: written sectors from
 // the journal, the others from the extent as stored (or zeros).
-func (v *Volume) readExtent(ctx context.Context, idx, eoff int64, p []byte) error {
+func (v *Volume) readExtent(ctx context.Context, idx, eoff int64, p []byte, ahead bool) error {
 	s := v.dirty[idx]
 	if s == nil {
-		return v.readBase(ctx, idx, eoff, p)
+		return v.readBase(ctx, idx, eoff, p, ahead)
 	}
 	end := eoff + int64(len(p))
 	for pos := eoff; pos < end; {
@@ -439,7 +551,7 @@ func (v *Volume) readExtent(ctx context.Context, idx, eoff int64, p []byte) erro
 			if _, err := v.j.ReadAt(q, int64(s.n)*ExtentSize+pos); err != nil {
 				return fmt.Errorf("volume %s: journal: %w", v.info.Name, err)
 			}
-		} else if err := v.readBase(ctx, idx, pos, q); err != nil {
+		} else if err := v.readBase(ctx, idx, pos, q, ahead); err != nil {
 			return err
 		}
 		pos = run
@@ -448,8 +560,10 @@ func (v *Volume) readExtent(ctx context.Context, idx, eoff int64, p []byte) erro
 }
 
 // readBase reads p from offset eoff of extent idx as stored on the grid:
-// zeros, without a request, for an extent not stored.
-func (v *Volume) readBase(ctx context.Context, idx, eoff int64, p []byte) error {
+// zeros, without a request, for an extent not stored. Through the read
+// cache, whole segments are fetched (the codec decodes no less), and with
+// ahead the rest of the extent too.
+func (v *Volume) readBase(ctx context.Context, idx, eoff int64, p []byte, ahead bool) error {
 	c, ok := v.cur[idx]
 	if !ok {
 		clear(p)
@@ -458,6 +572,27 @@ func (v *Volume) readBase(ctx context.Context, idx, eoff int64, p []byte) error 
 	rc, err := codec.ParseReadCap(c)
 	if err != nil {
 		return err
+	}
+	// The last extent of a volume since made larger is shorter than an
+	// extent: past its object's end it reads zeros.
+	if eoff >= rc.Size {
+		clear(p)
+		return nil
+	}
+	if eoff+int64(len(p)) > rc.Size {
+		clear(p[rc.Size-eoff:])
+		p = p[:rc.Size-eoff]
+	}
+	if v.cache != nil {
+		ss := int64(rc.SegmentSize)
+		err := v.cache.read(ctx, c, rc, eoff, p, ahead, func(ctx context.Context, from, to int64, w io.Writer) error {
+			_, err := v.m.cfg.Objects.Get(ctx, rc, w, from*ss, min((to+1)*ss, rc.Size)-from*ss)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("volume %s: extent %d: %w", v.info.Name, idx, err)
+		}
+		return nil
 	}
 	w := &fixedWriter{p: p}
 	if _, err := v.m.cfg.Objects.Get(ctx, rc, w, eoff, int64(len(p))); err != nil {
@@ -512,10 +647,10 @@ func (v *Volume) write(ctx context.Context, p []byte, off int64) error {
 		// Widen to whole sectors, with what the edges hold now.
 		start, aend := off/Sector*Sector, (end+Sector-1)/Sector*Sector
 		buf := make([]byte, aend-start)
-		if err := v.read(ctx, buf[:Sector], start); err != nil {
+		if err := v.read(ctx, buf[:Sector], start, false); err != nil {
 			return err
 		}
-		if err := v.read(ctx, buf[len(buf)-Sector:], aend-Sector); err != nil {
+		if err := v.read(ctx, buf[len(buf)-Sector:], aend-Sector, false); err != nil {
 			return err
 		}
 		copy(buf[off-start:], p)
@@ -557,34 +692,76 @@ func (v *Volume) slotFor(ctx context.Context, idx int64) (*slot, error) {
 	return s, nil
 }
 
+// storeWorkers is how many dirty extents store reads, encodes and uploads
+// at once: an extent's store waits on the grid's nodes more than on the
+// CPU, so several in flight keep both busy.
+const storeWorkers = 4
+
 // store puts every dirty extent on the grid as a new object (or drops it
-// from the map if it is all zeros) and frees its slot.
+// from the map if it is all zeros) and frees its slot, storeWorkers
+// extents at once. Extents that fail to store stay dirty; the first
+// error is returned.
 func (v *Volume) store(ctx context.Context) error {
 	idxs := make([]int64, 0, len(v.dirty))
 	for idx := range v.dirty {
 		idxs = append(idxs, idx)
 	}
 	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
-	for _, idx := range idxs {
-		s := v.dirty[idx]
-		full := make([]byte, v.extLen(idx))
-		if err := v.readExtent(ctx, idx, 0, full); err != nil {
-			return err
-		}
-		if allZero(full) {
-			delete(v.cur, idx)
-		} else {
+	type stored struct {
+		rc   codec.ReadCap
+		full []byte // nil: all zeros
+		err  error
+	}
+	res := make([]stored, len(idxs))
+	sem := make(chan struct{}, storeWorkers)
+	var wg sync.WaitGroup
+	// The workers only read the volume's maps and journal: v.mu is held
+	// for writing by the caller, so nothing changes them meanwhile.
+	for i, idx := range idxs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			full := make([]byte, v.extLen(idx))
+			if err := v.readExtent(ctx, idx, 0, full, false); err != nil {
+				res[i].err = err
+				return
+			}
+			if allZero(full) {
+				return
+			}
 			rc, _, err := v.m.cfg.Objects.Put(ctx, bytes.NewReader(full), int64(len(full)), v.m.cfg.Params, v.m.cfg.Happy)
 			if err != nil {
-				return fmt.Errorf("volume %s: store extent %d: %w", v.info.Name, idx, err)
+				res[i].err = fmt.Errorf("volume %s: store extent %d: %w", v.info.Name, idx, err)
+				return
 			}
-			v.cur[idx] = rc.String()
+			res[i].rc, res[i].full = rc, full
+		}()
+	}
+	wg.Wait()
+	var first error
+	for i, idx := range idxs {
+		r := res[i]
+		if r.err != nil {
+			if first == nil {
+				first = r.err
+			}
+			continue
+		}
+		if r.full == nil {
+			delete(v.cur, idx)
+		} else {
+			v.cur[idx] = r.rc.String()
+			if v.cache != nil {
+				v.cache.put(v.cur[idx], r.rc, r.full)
+			}
 		}
 		v.chg = true
+		s := v.dirty[idx]
 		delete(v.dirty, idx)
 		v.free = append(v.free, s.n)
 	}
-	return nil
+	return first
 }
 
 func allZero(b []byte) bool {
@@ -644,6 +821,16 @@ func (v *Volume) Zero(ctx context.Context, off, n int64, fua bool) error {
 	if v.j == nil {
 		return ErrReadOnly
 	}
+	if err := v.zero(ctx, off, n); err != nil {
+		return err
+	}
+	if fua {
+		return v.flush(ctx)
+	}
+	return nil
+}
+
+func (v *Volume) zero(ctx context.Context, off, n int64) error {
 	for end := off + n; off < end; {
 		idx, eoff := off/ExtentSize, off%ExtentSize
 		k := min(end-off, v.extLen(idx)-eoff)
@@ -660,9 +847,6 @@ func (v *Volume) Zero(ctx context.Context, off, n int64, fua bool) error {
 			return err
 		}
 		off += k
-	}
-	if fua {
-		return v.flush(ctx)
 	}
 	return nil
 }

@@ -55,6 +55,8 @@ for _ in $(seq 1 120); do [ -s "$gwdir/webdav.env" ] && [ -s "$gwdir/s3.env" ] &
 # shellcheck disable=SC1091
 . "$gwdir/s3.env"
 : "${QUILT_WEB_URL:?webdav.env names no web app}"
+# quilt up prints its addresses after it has written the env files.
+for _ in $(seq 1 60); do grep -q "Web app: $QUILT_WEB_URL" "$work/up.log" && break; sleep 0.5; done
 grep -q "Web app: $QUILT_WEB_URL" "$work/up.log" || { cat "$work/up.log"; echo "quilt up did not print the web app's URL"; exit 1; }
 
 say "adding user bob"
