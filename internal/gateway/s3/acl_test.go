@@ -300,6 +300,14 @@ func TestACLs(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(rb), "MissingSecurityHeader") {
 		t.Errorf("PutBucketAcl of nothing: %d %s", resp.StatusCode, rb)
 	}
+	resp, rb = e.do(t, ka, "PUT", "/shared?acl", []byte("<AccessControlPolicy/>"), "x-amz-acl", "private")
+	if resp.StatusCode != 400 || !strings.Contains(string(rb), "UnexpectedContent") {
+		t.Errorf("PutBucketAcl with headers and a body: %d %s", resp.StatusCode, rb)
+	}
+	resp, rb = e.do(t, ka, "PUT", "/shared?publicAccessBlock", []byte("<Block>"))
+	if resp.StatusCode != 400 || !strings.Contains(string(rb), "MalformedXML") {
+		t.Errorf("PutPublicAccessBlock of a malformed document: %d %s", resp.StatusCode, rb)
+	}
 
 	// Canned ACLs on CopyObject and CreateMultipartUpload.
 	if _, err := a.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: aws.String("shared"), Key: aws.String("copy"),

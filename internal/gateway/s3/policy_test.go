@@ -59,6 +59,8 @@ func TestBucketPolicies(t *testing.T) {
 	} {
 		mustCode(t, "malformed policy: "+what, setPolicy(a, doc), "MalformedPolicy")
 	}
+	big := stmt(`{"Sid":"` + strings.Repeat("x", 21<<10) + `","Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::pol/*"}`)
+	mustCode(t, "a policy over 20 KB", setPolicy(a, big), "PolicyTooLarge")
 	_, err = a.GetBucketPolicy(ctx, &awss3.GetBucketPolicyInput{Bucket: aws.String("pol")})
 	mustCode(t, "GetBucketPolicy after malformed ones", err, "NoSuchBucketPolicy")
 
