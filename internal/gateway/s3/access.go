@@ -85,6 +85,7 @@ var accessOf = map[string]access{
 var ownerOnly = map[string]bool{
 	"PutBucketPolicy": true, "DeleteBucketPolicy": true, "GetBucketPolicy": true, "GetBucketPolicyStatus": true,
 	"PutPublicAccessBlock": true, "DeletePublicAccessBlock": true, "GetPublicAccessBlock": true, "DeleteBucket": true,
+	"PutBucketCors": true, "DeleteBucketCors": true, "PutBucketTagging": true, "DeleteBucketTagging": true,
 }
 
 // policyKept are the operations an explicit Deny does not refuse to a
