@@ -18,7 +18,7 @@ import (
 var ErrNoConfig = errors.New("gateway: no such bucket configuration")
 
 // configKinds are the kinds of configuration a bucket may have.
-var configKinds = map[string]bool{"cors": true, "tagging": true, "acl": true, "policy": true, "publicAccessBlock": true}
+var configKinds = map[string]bool{"cors": true, "tagging": true, "acl": true, "policy": true, "publicAccessBlock": true, "ownershipControls": true}
 
 func configDir(b *bucket) string { return "/config/" + b.ns.String() }
 

@@ -227,7 +227,7 @@ func (s *Server) decide(q *request, name, bucket, key string, perm gateway.Perm)
 	if d == allow && !(bpa.RestrictPublicBuckets && pol.public()) {
 		return nil
 	}
-	if acc.perm != "" {
+	if acc.perm != "" && s.ownership(q, bucket) != ownerEnforced {
 		var list aclDoc
 		if acc.object && key != "" {
 			info, err := s.gw.Head(ctx, bucket, key)

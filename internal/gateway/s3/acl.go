@@ -292,6 +292,19 @@ func (s *Server) bucketACL(q *request, bucket string) (aclDoc, error) {
 	return aclDoc{Owner: o, Grants: []aclGrant{{ID: o.ID, Perm: permFullControl}}}, nil
 }
 
+// effectiveBucketACL is the bucket's ACL as it counts: private to the
+// owner under BucketOwnerEnforced.
+func (s *Server) effectiveBucketACL(q *request, bucket string) (aclDoc, error) {
+	if s.ownership(q, bucket) == ownerEnforced {
+		o, err := s.gw.BucketOwner(q.r.Context(), bucket)
+		if err != nil {
+			return aclDoc{}, err
+		}
+		return aclDoc{Owner: o, Grants: []aclGrant{{ID: o.ID, Perm: permFullControl}}}, nil
+	}
+	return s.bucketACL(q, bucket)
+}
+
 // objectACL is an object's ACL: its record's, or private to the
 // bucket's owner.
 func objectACL(info gateway.ObjectInfo, bucketOwner gateway.Identity) aclDoc {
@@ -302,10 +315,22 @@ func objectACL(info gateway.ObjectInfo, bucketOwner gateway.Identity) aclDoc {
 	return aclDoc{Owner: bucketOwner, Grants: []aclGrant{{ID: bucketOwner.ID, Perm: permFullControl}}}
 }
 
-// objectOwner is who lists name as an object's owner.
-func objectOwner(info gateway.ObjectInfo, bucketOwner gateway.Identity) owner {
-	o := objectACL(info, bucketOwner).Owner
-	return owner{o.ID, o.DisplayName}
+// listOwners returns who listings of the request's bucket name as an
+// object's owner: its ACL's owner, or the bucket's (always, under
+// BucketOwnerEnforced).
+func (s *Server) listOwners(q *request) (func(gateway.ObjectInfo) owner, error) {
+	bo, err := s.gw.BucketOwner(q.r.Context(), q.bucket)
+	if err != nil {
+		return nil, err
+	}
+	enforced := s.ownership(q, q.bucket) == ownerEnforced
+	return func(info gateway.ObjectInfo) owner {
+		o := bo
+		if !enforced {
+			o = objectACL(info, bo).Owner
+		}
+		return owner{o.ID, o.DisplayName}
+	}, nil
 }
 
 // requester is the identity a request acts as (none if anonymous).
@@ -328,6 +353,17 @@ func (s *Server) newObjectACL(q *request) ([]byte, error) {
 	asked := h.Get("x-amz-acl") != "" || hasGrantHeader(h.Get)
 	if !asked && (q.anon || q.key.Allowed(q.bucket, gateway.Owner)) {
 		return nil, nil
+	}
+	switch s.ownership(q, q.bucket) {
+	case ownerEnforced:
+		if !aclAllowedWhenEnforced(q) {
+			return nil, errACLsOff
+		}
+		return nil, nil // the bucket's owner owns every object
+	case ownerPreferred:
+		if h.Get("x-amz-acl") == "bucket-owner-full-control" {
+			return nil, nil
+		}
 	}
 	bo, err := s.gw.BucketOwner(q.r.Context(), q.bucket)
 	if err != nil {
@@ -383,7 +419,7 @@ func (s *Server) checkGrantees(q *request, a *aclDoc, known gateway.Identity) er
 var errBlockedACL = s3err("AccessDenied", 403, "Access Denied: Block Public Access (BlockPublicAcls, the bucket's or the gateway's) refuses public ACLs.")
 
 func (s *Server) getBucketACL(q *request) {
-	a, err := s.bucketACL(q, q.bucket)
+	a, err := s.effectiveBucketACL(q, q.bucket)
 	if err != nil {
 		q.fail(err)
 		return
@@ -392,6 +428,15 @@ func (s *Server) getBucketACL(q *request) {
 }
 
 func (s *Server) putBucketACL(q *request) {
+	if s.ownership(q, q.bucket) == ownerEnforced {
+		if !aclAllowedWhenEnforced(q) || q.length > 0 {
+			q.fail(errACLsOff)
+			return
+		}
+		q.status = 200
+		q.w.WriteHeader(200)
+		return
+	}
 	cur, err := s.bucketACL(q, q.bucket)
 	if err != nil {
 		q.fail(err)
@@ -430,6 +475,9 @@ func (s *Server) getObjectACL(q *request) {
 		q.fail(err)
 		return
 	}
+	if s.ownership(q, q.bucket) == ownerEnforced {
+		info.ACL = nil
+	}
 	q.xml(200, objectACL(info, bo).xml())
 }
 
@@ -443,6 +491,15 @@ func (s *Server) putObjectACL(q *request) {
 	bo, err := s.gw.BucketOwner(ctx, q.bucket)
 	if err != nil {
 		q.fail(err)
+		return
+	}
+	if s.ownership(q, q.bucket) == ownerEnforced {
+		if !aclAllowedWhenEnforced(q) || q.length > 0 {
+			q.fail(errACLsOff)
+			return
+		}
+		q.status = 200
+		q.w.WriteHeader(200)
 		return
 	}
 	cur := objectACL(info, bo)

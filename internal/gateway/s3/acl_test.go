@@ -420,3 +420,83 @@ func TestGatewayBlocksPublicAccess(t *testing.T) {
 	}
 	mustCode(t, "public-read PUT", put(t, a, "pub", "k", "v", types.ObjectCannedACLPublicRead), "AccessDenied")
 }
+
+// TestObjectOwnership: BucketOwnerEnforced turns ACLs off (refused when
+// set, ignored when there, every object the bucket owner's);
+// BucketOwnerPreferred gives the bucket owner the objects written with
+// bucket-owner-full-control.
+func TestObjectOwnership(t *testing.T) {
+	e := newEnv(t, 10)
+	ctx := context.Background()
+	ka, kb := e.key(t, false), e.key(t, false)
+	a, b, anon := e.client(ka), e.client(kb), e.anonClient()
+	ida, idb := gateway.KeyIdentity(ka), gateway.KeyIdentity(kb)
+
+	_, err := a.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("enf"), ObjectOwnership: types.ObjectOwnershipBucketOwnerEnforced,
+		ACL: types.BucketCannedACLPublicRead})
+	mustCode(t, "CreateBucket enforced with a public ACL", err, "InvalidBucketAclWithObjectOwnership")
+	resp, body := e.do(t, ka, "PUT", "/enf", nil, "x-amz-object-ownership", "Whoever")
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "InvalidArgument") {
+		t.Errorf("an unknown x-amz-object-ownership: %d %s", resp.StatusCode, body)
+	}
+	if _, err := a.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("enf"), ObjectOwnership: types.ObjectOwnershipBucketOwnerEnforced}); err != nil {
+		t.Fatal(err)
+	}
+	oc, err := a.GetBucketOwnershipControls(ctx, &awss3.GetBucketOwnershipControlsInput{Bucket: aws.String("enf")})
+	if err != nil || len(oc.OwnershipControls.Rules) != 1 || oc.OwnershipControls.Rules[0].ObjectOwnership != types.ObjectOwnershipBucketOwnerEnforced {
+		t.Fatalf("GetBucketOwnershipControls: %v %+v", err, oc)
+	}
+	_, err = b.GetBucketOwnershipControls(ctx, &awss3.GetBucketOwnershipControlsInput{Bucket: aws.String("enf")})
+	mustCode(t, "B's GetBucketOwnershipControls", err, "AccessDenied")
+	mustCode(t, "public-read PUT under BucketOwnerEnforced", put(t, a, "enf", "k", "v", types.ObjectCannedACLPublicRead), "AccessControlListNotSupported")
+	if err := put(t, a, "enf", "k", "v", types.ObjectCannedACLBucketOwnerFullControl); err != nil {
+		t.Errorf("bucket-owner-full-control PUT under BucketOwnerEnforced: %v", err)
+	}
+	_, err = a.PutBucketAcl(ctx, &awss3.PutBucketAclInput{Bucket: aws.String("enf"), GrantRead: aws.String("id=" + idb.ID)})
+	mustCode(t, "PutBucketAcl under BucketOwnerEnforced", err, "AccessControlListNotSupported")
+
+	// An ACL set before enforcing counts for nothing after.
+	if _, err := a.DeleteBucketOwnershipControls(ctx, &awss3.DeleteBucketOwnershipControlsInput{Bucket: aws.String("enf")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.GetBucketOwnershipControls(ctx, &awss3.GetBucketOwnershipControlsInput{Bucket: aws.String("enf")})
+	mustCode(t, "GetBucketOwnershipControls of none", err, "OwnershipControlsNotFoundError")
+	if _, err := a.PutObjectAcl(ctx, &awss3.PutObjectAclInput{Bucket: aws.String("enf"), Key: aws.String("k"), ACL: types.ObjectCannedACLPublicRead}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := get(anon, "enf", "k"); err != nil || got != "v" {
+		t.Fatalf("anonymous GET of a public-read object: %q %v", got, err)
+	}
+	if _, err := a.PutBucketOwnershipControls(ctx, &awss3.PutBucketOwnershipControlsInput{Bucket: aws.String("enf"),
+		OwnershipControls: &types.OwnershipControls{Rules: []types.OwnershipControlsRule{{ObjectOwnership: types.ObjectOwnershipBucketOwnerEnforced}}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = get(anon, "enf", "k")
+	mustCode(t, "anonymous GET of a public-read object under BucketOwnerEnforced", err, "AccessDenied")
+	oa, err := a.GetObjectAcl(ctx, &awss3.GetObjectAclInput{Bucket: aws.String("enf"), Key: aws.String("k")})
+	if err != nil || len(oa.Grants) != 1 || *oa.Owner.ID != ida.ID {
+		t.Errorf("GetObjectAcl under BucketOwnerEnforced: %v %+v", err, oa)
+	}
+	resp, body = e.do(t, ka, "PUT", "/enf?ownershipControls", []byte("<OwnershipControls><Rule><ObjectOwnership>Mine</ObjectOwnership></Rule></OwnershipControls>"))
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "InvalidArgument") {
+		t.Errorf("PutBucketOwnershipControls of an unknown setting: %d %s", resp.StatusCode, body)
+	}
+
+	// BucketOwnerPreferred: B writes into A's bucket.
+	if _, err := a.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("pref"), ObjectOwnership: types.ObjectOwnershipBucketOwnerPreferred}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PutBucketAcl(ctx, &awss3.PutBucketAclInput{Bucket: aws.String("pref"), GrantWrite: aws.String("id=" + idb.ID), GrantFullControl: aws.String("id=" + ida.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(t, b, "pref", "given", "x", types.ObjectCannedACLBucketOwnerFullControl); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(t, b, "pref", "kept", "x", ""); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("pref"), FetchOwner: aws.Bool(true)})
+	if err != nil || len(l.Contents) != 2 || *l.Contents[0].Owner.ID != ida.ID || *l.Contents[1].Owner.ID != idb.ID {
+		t.Fatalf("owners under BucketOwnerPreferred: %v %+v", err, l)
+	}
+}

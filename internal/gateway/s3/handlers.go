@@ -58,6 +58,18 @@ func (s *Server) createBucket(q *request) {
 		q.fail(err)
 		return
 	}
+	ownership := q.r.Header.Get("x-amz-object-ownership")
+	if ownership != "" && !knownOwnership(ownership) {
+		q.fail(s3err("InvalidArgument", 400, "x-amz-object-ownership is ObjectWriter, BucketOwnerPreferred or BucketOwnerEnforced, not "+ownership))
+		return
+	}
+	if ownership == ownerEnforced {
+		if !aclAllowedWhenEnforced(q) {
+			q.fail(s3err("InvalidBucketAclWithObjectOwnership", 400, "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting"))
+			return
+		}
+		acl = nil
+	}
 	if acl != nil && acl.public() && s.opt.BlockPublicAccess.BlockPublicAcls {
 		q.fail(errBlockedACL)
 		return
@@ -97,6 +109,12 @@ func (s *Server) createBucket(q *request) {
 	if acl != nil {
 		doc, _ := json.Marshal(acl)
 		if err := s.gw.PutBucketConfig(ctx, q.bucket, "acl", doc); err != nil {
+			q.fail(err)
+			return
+		}
+	}
+	if ownership != "" {
+		if err := s.gw.PutBucketConfig(ctx, q.bucket, "ownershipControls", []byte(ownership)); err != nil {
 			q.fail(err)
 			return
 		}
@@ -190,9 +208,9 @@ func (s *Server) listObjects(q *request) {
 		return s
 	}
 	var contents []contentXML
-	var bucketOwner gateway.Identity
+	var ownerOf func(gateway.ObjectInfo) owner
 	if !v2 || v.Get("fetch-owner") == "true" {
-		if bucketOwner, err = s.gw.BucketOwner(q.r.Context(), q.bucket); err != nil {
+		if ownerOf, err = s.listOwners(q); err != nil {
 			q.fail(err)
 			return
 		}
@@ -201,7 +219,7 @@ func (s *Server) listObjects(q *request) {
 		c := contentXML{Key: enc(o.Key), LastModified: o.Modified.Format("2006-01-02T15:04:05.000Z"),
 			ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}
 		if !v2 || v.Get("fetch-owner") == "true" {
-			o := objectOwner(o, bucketOwner)
+			o := ownerOf(o)
 			c.Owner = &o
 		}
 		contents = append(contents, c)

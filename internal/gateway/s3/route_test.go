@@ -65,9 +65,10 @@ func TestRouting(t *testing.T) {
 	for _, sub := range []string{"encryption", "policyStatus", "ownershipControls", "object-lock",
 		"versioning", "lifecycle", "website", "policy", "acl", "logging", "notification", "replication", "accelerate",
 		"requestPayment", "analytics", "metrics", "inventory", "intelligent-tiering", "publicAccessBlock", "versions", "session"} {
-		// Served: ACLs, policies, Block Public Access (access.go), and
+		// Served: ACLs, policies, Block Public Access, Object Ownership
+		// (access.go, ownership.go), and
 		// GET ?versions and ?versioning (buckets are never versioned).
-		served := sub == "policy" || sub == "acl" || sub == "publicAccessBlock"
+		served := sub == "policy" || sub == "acl" || sub == "publicAccessBlock" || sub == "ownershipControls"
 		if sub != "versions" && sub != "versioning" && !served && sub != "policyStatus" {
 			cases = append(cases, tc{"GET", "/rtb?" + sub, "", nil, 501, "NotImplemented"})
 		}

@@ -87,7 +87,7 @@ func (s *Server) listVersions(q *request) {
 	if urlEnc {
 		out.EncodingType = "url"
 	}
-	bucketOwner, err := s.gw.BucketOwner(q.r.Context(), q.bucket)
+	ownerOf, err := s.listOwners(q)
 	if err != nil {
 		q.fail(err)
 		return
@@ -95,7 +95,7 @@ func (s *Server) listVersions(q *request) {
 	for _, o := range l.Objects {
 		out.Version = append(out.Version, versionXML{Key: enc(o.Key), VersionId: "null", IsLatest: true,
 			LastModified: o.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + o.ETag + `"`, Size: o.Size,
-			StorageClass: "STANDARD", Owner: objectOwner(o, bucketOwner)})
+			StorageClass: "STANDARD", Owner: ownerOf(o)})
 	}
 	for _, p := range l.Prefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, prefixXML{enc(p)})
