@@ -122,6 +122,8 @@ func TestAnonymousRefusedByDefault(t *testing.T) {
 		{"DELETE", "/closed?cors", ""},
 		{"DELETE", "/closed?tagging", ""},
 		{"DELETE", "/closed?publicAccessBlock", ""},
+		{"GET", "/closed?ownershipControls", ""},
+		{"PUT", "/closed?ownershipControls", "<OwnershipControls><Rule><ObjectOwnership>ObjectWriter</ObjectOwnership></Rule></OwnershipControls>"},
 	} {
 		hdr := []string{}
 		if c.pq == "/closed/obj?acl" && c.method == "PUT" || c.pq == "/closed?acl" && c.method == "PUT" {
