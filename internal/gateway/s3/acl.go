@@ -211,8 +211,11 @@ func (a aclDoc) xml() aclXML {
 			gx.Type, gx.URI = "Group", g.Group
 		} else {
 			gx.Type, gx.ID = "CanonicalUser", g.ID
-			if g.ID == a.Owner.ID {
+			switch {
+			case g.ID == a.Owner.ID:
 				gx.DisplayName = a.Owner.DisplayName
+			case len(g.ID) != 64: // an account: its name is its ID
+				gx.DisplayName = g.ID
 			}
 		}
 		out.Grants = append(out.Grants, grantXML{gx, g.Perm})
