@@ -208,6 +208,13 @@ grep -q 's3://s3cmd/dir/mid$' <<<"$out"
 grep -q 's3://s3cmd/small$' <<<"$out"
 out=$(s3c info s3://s3cmd/small)
 grep -q 'File size: *13$' <<<"$out"
+# s3cmd's setacl reads the object's ACL, edits it and puts it back.
+s3c setacl --acl-public s3://s3cmd/small >/dev/null
+test "$(curl -s "$AWS_ENDPOINT_URL/s3cmd/small")" = "small object"
+out=$(s3c info s3://s3cmd/small)
+grep -q 'ACL: *\*anon\*: READ$' <<<"$out"
+s3c setacl --acl-private s3://s3cmd/small >/dev/null
+test "$(curl -s -o /dev/null -w '%{http_code}' "$AWS_ENDPOINT_URL/s3cmd/small")" = 403
 s3c sync "$work/tree/" s3://s3cmd/tree/ >/dev/null
 out=$(s3c ls --recursive s3://s3cmd/tree/)
 test "$(wc -l <<<"$out")" = 100
