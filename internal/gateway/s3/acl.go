@@ -118,7 +118,7 @@ var grantHeaders = []struct{ header, perm string }{
 
 // grantee is one of a header's comma-separated grantees:
 // id="ID", uri="GROUP-URI" or emailAddress="...".
-var grantee = regexp.MustCompile(`^\s*(id|uri|emailAddress)\s*=\s*"?([^",]*)"?\s*$`)
+var grantee = regexp.MustCompile(`^\s*(?i:(id|uri|emailAddress))\s*=\s*"?([^",]*)"?\s*$`)
 
 // validID reports whether id can name an identity: an account name or
 // a key's 64 hex digits.
@@ -152,7 +152,7 @@ func headerACL(q *request, owner, bucketOwner gateway.Identity) (*aclDoc, error)
 					return nil, s3err("InvalidArgument", 400, "Invalid grantee in "+gh.header+": "+strings.TrimSpace(part))
 				}
 				g := aclGrant{Perm: gh.perm}
-				switch m[1] {
+				switch strings.ToLower(m[1]) {
 				case "id":
 					g.ID = m[2]
 				case "uri":
