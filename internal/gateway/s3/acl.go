@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"io"
+	"net/http"
 	"regexp"
 	"strings"
 
@@ -141,11 +142,10 @@ func checkGrant(g aclGrant) error {
 // ask for (nil if none), for a resource owner owns in a bucket
 // bucketOwner owns.
 func headerACL(q *request, owner, bucketOwner gateway.Identity) (*aclDoc, error) {
-	h := q.r.Header
-	canned := h.Get("x-amz-acl")
+	canned := amzParam(q.r, "x-amz-acl")
 	var grants []aclGrant
 	for _, gh := range grantHeaders {
-		for _, v := range h.Values(gh.header) {
+		for _, v := range amzParams(q.r, gh.header) {
 			for _, part := range strings.Split(v, ",") {
 				m := grantee.FindStringSubmatch(part)
 				if m == nil {
@@ -352,8 +352,8 @@ func (q *request) requester() gateway.Identity {
 // and asks for nothing. A public ACL on a bucket that blocks public ACLs
 // is refused.
 func (s *Server) newObjectACL(q *request) ([]byte, error) {
-	h := q.r.Header
-	asked := h.Get("x-amz-acl") != "" || hasGrantHeader(h.Get)
+	get := q.param
+	asked := get("x-amz-acl") != "" || hasGrantHeader(get)
 	if !asked && (q.anon || q.key.Allowed(q.bucket, gateway.Owner)) {
 		return nil, nil
 	}
@@ -364,7 +364,7 @@ func (s *Server) newObjectACL(q *request) ([]byte, error) {
 		}
 		return nil, nil // the bucket's owner owns every object
 	case ownerPreferred:
-		if h.Get("x-amz-acl") == "bucket-owner-full-control" {
+		if get("x-amz-acl") == "bucket-owner-full-control" {
 			return nil, nil
 		}
 	}
@@ -395,6 +395,36 @@ func (s *Server) newObjectACL(q *request) ([]byte, error) {
 	return json.Marshal(a)
 }
 
+// amzParams are the values of header name, or if the request has none,
+// of the query parameter of the name (any case): a presigned URL carries
+// the x-amz-* headers it signs in its query.
+func amzParams(r *http.Request, name string) []string {
+	if vs := r.Header.Values(name); len(vs) > 0 {
+		return vs
+	}
+	if r.URL == nil {
+		return nil
+	}
+	for k, vs := range r.URL.Query() {
+		if strings.EqualFold(k, name) {
+			return vs
+		}
+	}
+	return nil
+}
+
+// amzParam is the first of amzParams ("" if none).
+func amzParam(r *http.Request, name string) string {
+	if vs := amzParams(r, name); len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// param is amzParam of the request.
+func (q *request) param(name string) string { return amzParam(q.r, name) }
+
+// hasGrantHeader reports whether get finds any x-amz-grant-* value.
 func hasGrantHeader(get func(string) string) bool {
 	for _, gh := range grantHeaders {
 		if get(gh.header) != "" {

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/quilt-grid/quilt/internal/gateway"
@@ -500,5 +502,73 @@ func TestObjectOwnership(t *testing.T) {
 	l, err := a.ListObjectsV2(ctx, &awss3.ListObjectsV2Input{Bucket: aws.String("pref"), FetchOwner: aws.Bool(true)})
 	if err != nil || len(l.Contents) != 2 || *l.Contents[0].Owner.ID != ida.ID || *l.Contents[1].Owner.ID != idb.ID {
 		t.Fatalf("owners under BucketOwnerPreferred: %v %+v", err, l)
+	}
+}
+
+// TestPresignedACL: a presigned URL's ACL, as the SDK signs it (a
+// signed x-amz-acl header) and in its query (as other signers put it),
+// is the object's.
+func TestPresignedACL(t *testing.T) {
+	e := newEnv(t, 10)
+	ctx := context.Background()
+	a := e.client(e.admin)
+	if _, err := a.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("pre")}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(u string, hdr http.Header) {
+		t.Helper()
+		req, err := http.NewRequest("PUT", u, strings.NewReader("presigned"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, vs := range hdr {
+			if !strings.EqualFold(k, "host") {
+				req.Header[k] = vs
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("presigned PUT %s: %d %s", u, resp.StatusCode, b)
+		}
+	}
+	ps, err := awss3.NewPresignClient(a).PresignPutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("pre"), Key: aws.String("sdk"), ACL: types.ObjectCannedACLPublicRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(ps.URL, ps.SignedHeader)
+	req, err := http.NewRequest("PUT", e.srv.URL+"/pre/query?x-amz-acl=public-read&X-Amz-Expires=900", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := aws.Credentials{AccessKeyID: e.admin.ID, SecretAccessKey: e.admin.Secret}
+	u, hdr, err := v4.NewSigner().PresignHTTP(ctx, creds, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now(), noDoubleEscape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(u, hdr)
+	for _, k := range []string{"sdk", "query"} {
+		if got, err := get(e.anonClient(), "pre", k); err != nil || got != "presigned" {
+			t.Errorf("anonymous GET of %s, put public-read by a presigned URL: %q %v", k, got, err)
+		}
+	}
+	// A query ACL on an operation that takes none is refused as a
+	// header is.
+	req, _ = http.NewRequest("GET", e.srv.URL+"/pre/sdk?x-amz-acl=public-read&X-Amz-Expires=900", nil)
+	u, hdr, err = v4.NewSigner().PresignHTTP(ctx, creds, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now(), noDoubleEscape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("presigned GET with x-amz-acl=public-read: %d", resp.StatusCode)
 	}
 }

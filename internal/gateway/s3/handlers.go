@@ -58,7 +58,7 @@ func (s *Server) createBucket(q *request) {
 		q.fail(err)
 		return
 	}
-	ownership := q.r.Header.Get("x-amz-object-ownership")
+	ownership := q.param("x-amz-object-ownership")
 	if ownership != "" && !knownOwnership(ownership) {
 		q.fail(s3err("InvalidArgument", 400, "x-amz-object-ownership is ObjectWriter, BucketOwnerPreferred or BucketOwnerEnforced, not "+ownership))
 		return

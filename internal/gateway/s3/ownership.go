@@ -43,9 +43,8 @@ func (s *Server) ownership(q *request, bucket string) string {
 // aclAllowedWhenEnforced reports whether ACL headers ask for nothing but
 // what BucketOwnerEnforced means anyway (S3 takes these).
 func aclAllowedWhenEnforced(q *request) bool {
-	h := q.r.Header
-	acl := h.Get("x-amz-acl")
-	return !hasGrantHeader(h.Get) && (acl == "" || acl == "private" || acl == "bucket-owner-full-control")
+	acl := q.param("x-amz-acl")
+	return !hasGrantHeader(q.param) && (acl == "" || acl == "private" || acl == "bucket-owner-full-control")
 }
 
 type ownershipXML struct {

@@ -504,7 +504,7 @@ func conditionKeys(q *request) map[string]string {
 		}
 	}
 	for _, h := range []string{"x-amz-acl", "x-amz-server-side-encryption", "x-amz-copy-source", "x-amz-metadata-directive"} {
-		if v := r.Header.Get(h); v != "" {
+		if v := amzParam(r, h); v != "" {
 			keys["s3:"+h] = v
 		}
 	}

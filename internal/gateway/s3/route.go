@@ -228,7 +228,8 @@ func checkHeaders(r *http.Request, opName string) error {
 	}
 	// x-amz-acl: private asks for what every object and bucket is
 	// anyway: clients that send it with every request are not refused.
-	if !aclOps[opName] && (h.Get("x-amz-acl") != "" && h.Get("x-amz-acl") != "private" || hasGrantHeader(h.Get)) {
+	acl := func(name string) string { return amzParam(r, name) } // header or presigned query
+	if !aclOps[opName] && (acl("x-amz-acl") != "" && acl("x-amz-acl") != "private" || hasGrantHeader(acl)) {
 		return s3err("InvalidArgument", 400, "x-amz-acl and x-amz-grant-* are taken by CreateBucket, PutObject, CopyObject, CreateMultipartUpload and PutBucketAcl/PutObjectAcl only.")
 	}
 	if writeOps[opName] && (h.Get("If-Match") != "" || h.Get("If-None-Match") != "") {
