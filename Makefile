@@ -39,7 +39,8 @@ run: build
 ## Chromium), Swift (swift CLI, swiftclient, swift-bench; two regions of
 ## gateway processes, one pair behind haproxy) and SFTP (sftp,
 ## scp, sshfs), WebDAV (litmus, cadaver, rclone), quilt cp (beside
-## awscli and WebDAV), the web app (headless Chromium), the FUSE mount (cp, diff,
+## awscli and WebDAV), the web app (headless Chromium), the same file
+## through the browser, WebDAV, awscli and quilt cp (every-door.sh), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
 test:
@@ -56,6 +57,7 @@ test:
 	./test/owncloud-clients.sh
 	./test/cp-clients.sh
 	./test/webapp-browser/run.sh
+	./test/every-door.sh
 	./test/mount-clients.sh
 	./test/volume-clients.sh
 

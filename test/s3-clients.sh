@@ -116,6 +116,17 @@ test "$(curl -s "$AWS_ENDPOINT_URL/cli/data/small")" = "small object"
 test "$(anon_get)" = 403
 if "$aws" s3api put-bucket-policy --bucket cli --policy '{"Statement":[{"Effect":"Allow"}]}' 2>"$work/err"; then echo "a malformed policy was taken"; exit 1; fi
 grep -q MalformedPolicy "$work/err"
+"$aws" s3api put-bucket-lifecycle-configuration --bucket cli --lifecycle-configuration \
+	'{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":7}},{"ID":"uploads","Status":"Enabled","Filter":{},"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":2}}]}'
+out=$("$aws" s3api get-bucket-lifecycle-configuration --bucket cli --query 'Rules[].[ID,Expiration.Days,AbortIncompleteMultipartUpload.DaysAfterInitiation]' --output text)
+test "$out" = $'tmp\t7\tNone\nuploads\tNone\t2'
+# No versions to expire: refused, not ignored.
+if "$aws" s3api put-bucket-lifecycle-configuration --bucket cli --lifecycle-configuration \
+	'{"Rules":[{"ID":"old","Status":"Enabled","Filter":{},"NoncurrentVersionExpiration":{"NoncurrentDays":1}}]}' 2>/dev/null; then
+	echo "NoncurrentVersionExpiration accepted"; exit 1
+fi
+"$aws" s3api delete-bucket-lifecycle --bucket cli
+if "$aws" s3api get-bucket-lifecycle-configuration --bucket cli >/dev/null 2>&1; then echo "lifecycle still there after delete"; exit 1; fi
 "$aws" s3 rm s3://cli/data/big --only-show-errors
 if "$aws" s3api head-object --bucket cli --key data/big >/dev/null 2>&1; then echo "data/big still there after s3 rm"; exit 1; fi
 if "$aws" s3 rb s3://cli 2>/dev/null; then echo "removed a non-empty bucket"; exit 1; fi
@@ -258,6 +269,33 @@ s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
 s3.put_object(Bucket="tls", Key="boto", Body=b"over https")
 assert s3.get_object(Bucket="tls", Key="boto")["Body"].read() == b"over https"
 print("boto3 over https ok")
+PY
+# SSE-C, over HTTPS only: awscli (single and multipart uploads, a copy
+# to another key) and boto3.
+ssec=0123456789abcdef0123456789abcdef ssec2=fedcba9876543210fedcba9876543210
+"$aws" s3 cp "$work/small" s3://tls/ssec-small --sse-c AES256 --sse-c-key "$ssec" --only-show-errors
+"$aws" s3 cp "$work/huge" s3://tls/ssec-huge --sse-c AES256 --sse-c-key "$ssec" --only-show-errors
+"$aws" s3 cp s3://tls/ssec-huge "$work/ssec.back" --sse-c AES256 --sse-c-key "$ssec" --only-show-errors
+cmp "$work/huge" "$work/ssec.back"
+if "$aws" s3 cp s3://tls/ssec-small "$work/ssec.nokey" --only-show-errors 2>/dev/null; then echo "awscli read an SSE-C object without its key"; exit 1; fi
+if "$aws" s3 cp s3://tls/ssec-small "$work/ssec.wrong" --sse-c AES256 --sse-c-key "$ssec2" --only-show-errors 2>/dev/null; then echo "awscli read an SSE-C object with another key"; exit 1; fi
+"$aws" s3 cp s3://tls/ssec-huge s3://tls/ssec-rekeyed --sse-c-copy-source AES256 --sse-c-copy-source-key "$ssec" --sse-c AES256 --sse-c-key "$ssec2" --only-show-errors
+"$aws" s3 cp s3://tls/ssec-rekeyed "$work/ssec.rekeyed" --sse-c AES256 --sse-c-key "$ssec2" --only-show-errors
+cmp "$work/huge" "$work/ssec.rekeyed"
+"$venv/bin/python" - <<'PY'
+import os, boto3, botocore
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+key, other = os.urandom(32), os.urandom(32)
+s3.put_object(Bucket="tls", Key="boto-ssec", Body=b"customer key", SSECustomerAlgorithm="AES256", SSECustomerKey=key)
+r = s3.get_object(Bucket="tls", Key="boto-ssec", SSECustomerAlgorithm="AES256", SSECustomerKey=key, Range="bytes=9-11")
+assert r["Body"].read() == b"key" and r["SSECustomerAlgorithm"] == "AES256", r
+for kw, status in (({}, 400), ({"SSECustomerAlgorithm": "AES256", "SSECustomerKey": other}, 403)):
+    try:
+        s3.head_object(Bucket="tls", Key="boto-ssec", **kw)
+        raise SystemExit("SSE-C object read without its key")
+    except botocore.exceptions.ClientError as e:
+        assert e.response["ResponseMetadata"]["HTTPStatusCode"] == status, e.response
+print("boto3 SSE-C ok")
 PY
 export RCLONE_CONFIG_Q_ENDPOINT="$AWS_ENDPOINT_URL" RCLONE_CONFIG_Q_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" RCLONE_CONFIG_Q_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY"
 ca=$AWS_CA_BUNDLE

@@ -34,6 +34,8 @@ type s3Service struct {
 	admin gateway.AccessKey
 	tls   *s3.TLSSetup         // nil: plain HTTP
 	reg   *prometheus.Registry // the S3 requests' metrics (see s3.Instrument)
+	// stopLifecycle ends the lifecycle sweep (s3.Server.RunLifecycle).
+	stopLifecycle context.CancelFunc
 }
 
 // tlsNote is what to print about the endpoint's certificate: the CA to
@@ -49,6 +51,9 @@ func (s *s3Service) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.srv.Shutdown(ctx)
+	if s.stopLifecycle != nil {
+		s.stopLifecycle()
+	}
 	s.gw.Close()
 }
 
@@ -203,6 +208,27 @@ func blockPublic(on bool) s3.PublicAccessBlock {
 	return s3.PublicAccessBlock{BlockPublicAcls: on, IgnorePublicAcls: on, BlockPublicPolicy: on, RestrictPublicBuckets: on}
 }
 
+// s3InsecureSSECFlag registers --s3-sse-c-insecure: accept customer
+// keys (SSE-C) over plain HTTP (s3.Options.AllowInsecureSSEC).
+func s3InsecureSSECFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("s3-sse-c-insecure", false, "accept SSE-C customer keys in S3 requests over plain HTTP (refused by default, as on S3: a key sent in the clear is given away); for a gateway behind a proxy that terminates TLS")
+}
+
+// s3LifecycleFlag registers --s3-lifecycle-every: how often the
+// buckets' lifecycle rules are applied (s3.Options.LifecycleEvery).
+func s3LifecycleFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("s3-lifecycle-every", time.Hour, "how often the gateway applies the buckets' S3 lifecycle rules (expires objects, aborts old uploads); 0 or negative: never")
+}
+
+// lifecycleInterval is s3.Options.LifecycleEvery for the flag's value:
+// 0 or negative means never (s3's negative).
+func lifecycleInterval(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
 // startS3 starts a gateway serving S3 on addr (HTTPS as tf says), with
 // opt's region, time limits, domain and logger, creating its first
 // (admin) access key on first use and writing dir/s3.env.
@@ -226,8 +252,12 @@ func startS3(ctx context.Context, s *session, dir, addr string, tf s3TLSFlags, o
 		gw.Close()
 		return nil, fmt.Errorf("s3: listen on %s: %w", addr, err)
 	}
+	api := s3.New(gw, opt)
 	svc := &s3Service{gw: gw, admin: admin, url: "http://" + ln.Addr().String(),
-		srv: s3.New(gw, opt).HTTPServer(), tls: tlsSetup}
+		srv: api.HTTPServer(), tls: tlsSetup}
+	lctx, stop := context.WithCancel(context.Background())
+	svc.stopLifecycle = stop
+	go api.RunLifecycle(lctx)
 	svc.reg = metrics.NewRegistry()
 	svc.srv.Handler = s3.Instrument(svc.srv.Handler, svc.reg)
 	if tlsSetup != nil {
@@ -292,6 +322,8 @@ func runGateway(ctx context.Context, args []string) error {
 	bodyTimeout := s3BodyTimeoutFlag(fs)
 	domain := s3DomainFlag(fs)
 	blockPub := s3BlockPublicFlag(fs)
+	insecureSSEC := s3InsecureSSECFlag(fs)
+	lifecycleEvery := s3LifecycleFlag(fs)
 	addConfigFlag(fs)
 	registerGatewayLeases(fs, &g)
 	if err := parseArgs(fs, args, 0); err != nil {
@@ -307,7 +339,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := startS3(ctx, s, *dir, *addr, tf, s3.Options{Region: *region, BodyTimeout: *bodyTimeout, Domain: *domain, BlockPublicAccess: blockPublic(*blockPub), Logger: s.log})
+	svc, err := startS3(ctx, s, *dir, *addr, tf, s3.Options{Region: *region, BodyTimeout: *bodyTimeout, Domain: *domain, AllowInsecureSSEC: *insecureSSEC, LifecycleEvery: lifecycleInterval(*lifecycleEvery), BlockPublicAccess: blockPublic(*blockPub), Logger: s.log})
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/quilt-grid/quilt/internal/dag"
 )
 
-// Per-bucket configuration (S3's CORS rules, bucket tags, ACL, policy,
-// Block Public Access): one
+// Per-bucket configuration (S3's CORS rules, bucket tags, lifecycle rules,
+// ACL, policy, Block Public Access, Object Ownership): one
 // document per kind, kept in the registry under /config/BUCKETID/KIND.
 // It belongs to the bucket's namespace, not its name: a bucket deleted
 // and made again under the same name starts with none.
@@ -18,7 +18,8 @@ import (
 var ErrNoConfig = errors.New("gateway: no such bucket configuration")
 
 // configKinds are the kinds of configuration a bucket may have.
-var configKinds = map[string]bool{"cors": true, "tagging": true, "acl": true, "policy": true, "publicAccessBlock": true, "ownershipControls": true}
+var configKinds = map[string]bool{"cors": true, "tagging": true, "lifecycle": true, "acl": true, "policy": true,
+	"publicAccessBlock": true, "ownershipControls": true}
 
 func configDir(b *bucket) string { return "/config/" + b.ns.String() }
 
@@ -40,7 +41,7 @@ func checkKind(kind string) error {
 }
 
 // PutBucketConfig stores (or replaces) a bucket's configuration of a
-// kind ("cors", "tagging"): doc is the front end's document, kept as given.
+// kind ("cors", "tagging", "lifecycle"): doc is the front end's document, kept as given.
 func (g *Gateway) PutBucketConfig(ctx context.Context, bucketName, kind string, doc []byte) error {
 	if err := checkKind(kind); err != nil {
 		return err

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -10,6 +12,9 @@ import (
 	"hash/crc32"
 	"hash/crc64"
 	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // Checksums of objects, as S3's x-amz-checksum-*: an object keeps the
@@ -39,8 +44,9 @@ var crcPoly = map[string]struct {
 }
 
 // NewChecksum returns a new hash of algorithm alg, lower case as it
-// follows x-amz-checksum- (crc32, crc32c, crc64nvme, sha1, sha256); ok is
-// false for another.
+// follows x-amz-checksum- (crc32, crc32c, crc64nvme, sha1, sha256,
+// sha512, md5, xxhash64, xxhash3, xxhash128: XXH64, XXH3 64-bit and
+// 128-bit, seed 0, digests big-endian); ok is false for another.
 func NewChecksum(alg string) (h hash.Hash, ok bool) {
 	switch alg {
 	case "crc32":
@@ -53,6 +59,16 @@ func NewChecksum(alg string) (h hash.Hash, ok bool) {
 		return sha1.New(), true
 	case "sha256":
 		return sha256.New(), true
+	case "sha512":
+		return sha512.New(), true
+	case "md5":
+		return md5.New(), true
+	case "xxhash64":
+		return xxhash.New(), true
+	case "xxhash3":
+		return xxh3.New(), true
+	case "xxhash128":
+		return xxh3.New128(), true
 	}
 	return nil, false
 }

@@ -51,6 +51,9 @@ type Part struct {
 	Time   time.Time `json:"time"`
 	// Checksums are the part's x-amz-checksum values, by algorithm.
 	Checksums map[string]string `json:"sums,omitempty"`
+	// Salt, for a part of an upload encrypted with a customer key, is
+	// the part's own (customerkey.go).
+	Salt []byte `json:"salt,omitempty"`
 }
 
 // Upload is a multipart upload in progress.
@@ -64,6 +67,9 @@ type Upload struct {
 	Key       string     `json:"key"`
 	Options   PutOptions `json:"opt"`
 	Initiated time.Time  `json:"initiated"`
+	// Encryption, for an upload started with a customer key, checks the
+	// key every part must be sent with; the object gets it.
+	Encryption *CustomerEncryption `json:"ssec,omitempty"`
 }
 
 func uploadDir(id string) string { return "/uploads/" + id }
@@ -93,6 +99,9 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucketName, key string, opt 
 	id := make([]byte, 16)
 	rand.Read(id)
 	u := Upload{ID: hex.EncodeToString(id), Bucket: bucketName, BucketID: b.ns.String(), Key: key, Options: opt, Initiated: time.Now().UTC()}
+	if opt.CustomerKey != nil {
+		u.Encryption = newCustomerEncryption(*opt.CustomerKey)
+	}
 	body, _ := json.Marshal(u)
 	dir := uploadDir(u.ID)
 	if err := g.write(ctx, &g.registry, dir, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
@@ -157,11 +166,21 @@ func (g *Gateway) Upload(ctx context.Context, bucketName, key, id string) (Uploa
 // the MD5 the part must have; sums, if set, is called once the body has
 // been read whole and returns the part's checksums, by algorithm.
 func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int, r io.Reader, size int64, want []byte, sums func() map[string]string) (Part, error) {
+	return g.PutPartKey(ctx, bucketName, key, id, n, r, size, want, sums, nil)
+}
+
+// PutPartKey is PutPart with the customer key k (nil: none) of an
+// upload started with one: it must be the upload's (CheckCustomerKey's
+// errors), and the part is encrypted with it under a salt of its own.
+func (g *Gateway) PutPartKey(ctx context.Context, bucketName, key, id string, n int, r io.Reader, size int64, want []byte, sums func() map[string]string, k *CustomerKey) (Part, error) {
 	if n < 1 || n > MaxParts {
 		return Part{}, fmt.Errorf("%w: part number %d outside 1..%d", ErrBadPart, n, MaxParts)
 	}
-	_, b, err := g.upload(ctx, bucketName, key, id)
+	u, b, err := g.upload(ctx, bucketName, key, id)
 	if err != nil {
+		return Part{}, err
+	}
+	if err := CheckCustomerKey(u.Encryption, k); err != nil {
 		return Part{}, err
 	}
 	// A bucket with a quota (quota.go): the upload's other parts and
@@ -187,14 +206,24 @@ func (g *Gateway) PutPart(ctx context.Context, bucketName, key, id string, n int
 		}
 		r = qr
 	}
+	var salt []byte
+	var enc *customerWrite
+	if k != nil {
+		salt = newSalt()
+		enc = newCustomerWrite(*k, salt, r, want)
+		r, want = enc, nil
+	}
 	st, err := g.store(ctx, r, size, want)
+	if err == nil && enc != nil {
+		err = enc.check()
+	}
 	if err != nil {
 		if qr != nil && qr.exceeded {
 			return Part{}, qr.err
 		}
 		return Part{}, err
 	}
-	p := Part{Number: n, Time: time.Now().UTC(), Size: st.size, Cap: st.cap, Inline: st.inline, ETag: hex.EncodeToString(st.md5)}
+	p := Part{Number: n, Time: time.Now().UTC(), Size: st.size, Cap: st.cap, Inline: st.inline, ETag: hex.EncodeToString(st.md5), Salt: salt}
 	if sums != nil {
 		p.Checksums = sums()
 	}
@@ -304,7 +333,8 @@ func (g *Gateway) CompleteUploadIf(ctx context.Context, bucketName, key, id stri
 	if len(refs) == 0 {
 		return ObjectInfo{}, fmt.Errorf("%w: no parts given", ErrBadPart)
 	}
-	info := ObjectInfo{ContentType: u.Options.ContentType, Meta: u.Options.Meta, Headers: u.Options.Headers, Tags: u.Options.Tags, ACL: u.Options.ACL, Modified: time.Now().UTC()}
+	info := ObjectInfo{ContentType: u.Options.ContentType, Meta: u.Options.Meta, Headers: u.Options.Headers, Tags: u.Options.Tags,
+		ACL: u.Options.ACL, Modified: time.Now().UTC(), Encryption: u.Encryption}
 	sum := md5.New()
 	for i, ref := range refs {
 		p, ok := byNum[ref.Number]
@@ -400,8 +430,9 @@ func (g *Gateway) dropUpload(ctx context.Context, id string) error {
 	})
 }
 
-// getParts writes length bytes from off of a multipart object.
-func (g *Gateway) getParts(ctx context.Context, parts []Part, w io.Writer, off, length int64) error {
+// getParts writes length bytes from off of a multipart object, each
+// part decrypted with k if it is given.
+func (g *Gateway) getParts(ctx context.Context, parts []Part, k *CustomerKey, w io.Writer, off, length int64) error {
 	for _, p := range parts {
 		if length <= 0 {
 			return nil
@@ -411,7 +442,11 @@ func (g *Gateway) getParts(ctx context.Context, parts []Part, w io.Writer, off, 
 			continue
 		}
 		n := min(p.Size-off, length)
-		if err := g.getBytes(ctx, p.Cap, p.Inline, w, off, n); err != nil {
+		pw := w
+		if k != nil {
+			pw = decryptWriter(*k, p.Salt, off, w)
+		}
+		if err := g.getBytes(ctx, p.Cap, p.Inline, pw, off, n); err != nil {
 			return err
 		}
 		off, length = 0, length-n

@@ -41,8 +41,12 @@ type ObjectInfo struct {
 	Tags map[string]string `json:"tags,omitempty"`
 	// ACL is the object's access control list, the front end's document
 	// as given (S3's: owner and grants); none: private to the bucket's keys.
-	ACL     json.RawMessage `json:"acl,omitempty"`
-	Version dag.Hash        `json:"-"` // the namespace entry
+	ACL json.RawMessage `json:"acl,omitempty"`
+	// Encryption, for an object encrypted with a customer key (S3's
+	// SSE-C), is what checks the key (customerkey.go); its bytes (and
+	// its parts') are then ciphertext under that key.
+	Encryption *CustomerEncryption `json:"ssec,omitempty"`
+	Version    dag.Hash            `json:"-"` // the namespace entry
 }
 
 // PutOptions are what a PUT says of an object besides its bytes.
@@ -72,6 +76,11 @@ type PutOptions struct {
 	Tags map[string]string `json:"tags,omitempty"`
 	// ACL is the object's access control list (ObjectInfo.ACL).
 	ACL json.RawMessage `json:"acl,omitempty"`
+	// CustomerKey, if set, encrypts the object with a key of the
+	// client's (S3's SSE-C; customerkey.go), never stored: reading it
+	// then needs the key. ETag is then the MD5 of the ciphertext, and
+	// WantMD5 is checked against the bytes as given.
+	CustomerKey *CustomerKey `json:"-"`
 }
 
 // ErrBadDigest means the content's MD5 is not the one announced.
@@ -150,7 +159,16 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 		qr = &quotaReader{r: r, left: room, err: fmt.Errorf("%w: bucket %q has room for %d more bytes", ErrQuota, b.name, room)}
 		r = qr
 	}
+	var enc *customerWrite
+	if opt.CustomerKey != nil {
+		info.Encryption = newCustomerEncryption(*opt.CustomerKey)
+		enc = newCustomerWrite(*opt.CustomerKey, info.Encryption.Salt, r, opt.WantMD5)
+		r, opt.WantMD5 = enc, nil
+	}
 	st, err := g.store(ctx, r, size, opt.WantMD5)
+	if err == nil && enc != nil {
+		err = enc.check()
+	}
 	if err != nil {
 		if qr != nil && qr.exceeded {
 			return ObjectInfo{}, qr.err
@@ -316,10 +334,24 @@ func (g *Gateway) Lookup(ctx context.Context, bucketName, key string) (ObjectInf
 }
 
 // ReadVersion writes length bytes from off of the version Lookup found,
-// even if the key has been overwritten since.
+// even if the key has been overwritten since. An object encrypted with
+// a customer key is ErrKeyRequired: ReadVersionKey reads it.
 func (g *Gateway) ReadVersion(ctx context.Context, info ObjectInfo, inline []byte, w io.Writer, off, length int64) error {
+	return g.ReadVersionKey(ctx, info, inline, nil, w, off, length)
+}
+
+// ReadVersionKey is ReadVersion with the customer key k (nil: none) the
+// object was encrypted with (CheckCustomerKey's errors if it is not the
+// object's), decrypting as it streams.
+func (g *Gateway) ReadVersionKey(ctx context.Context, info ObjectInfo, inline []byte, k *CustomerKey, w io.Writer, off, length int64) error {
+	if err := CheckCustomerKey(info.Encryption, k); err != nil {
+		return err
+	}
 	if len(info.Parts) > 0 {
-		return g.getParts(ctx, info.Parts, w, off, length)
+		return g.getParts(ctx, info.Parts, k, w, off, length)
+	}
+	if k != nil {
+		w = decryptWriter(*k, info.Encryption.Salt, off, w)
 	}
 	return g.getBytes(ctx, info.Cap, inline, w, off, length)
 }
@@ -337,10 +369,7 @@ func (g *Gateway) Get(ctx context.Context, bucketName, key string, w io.Writer, 
 	if off < 0 || length < 0 || (off >= info.Size && info.Size > 0) {
 		return info, fmt.Errorf("gateway: range %d+%d outside %d bytes", off, length, info.Size)
 	}
-	if len(info.Parts) > 0 {
-		return info, g.getParts(ctx, info.Parts, w, off, length)
-	}
-	return info, g.getBytes(ctx, info.Cap, inline, w, off, length)
+	return info, g.ReadVersion(ctx, info, inline, w, off, length)
 }
 
 // getBytes writes length bytes from off of inline bytes or a grid object.
@@ -365,6 +394,19 @@ func (g *Gateway) getBytes(ctx context.Context, capStr string, inline []byte, w 
 
 // Delete removes an object (no error if it is not there, as S3).
 func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
+	return g.deleteIf(ctx, bucketName, key, nil)
+}
+
+// DeleteVersion removes an object only while its current version is
+// version (ObjectInfo.Version, as a listing gave it): ErrPrecondition if
+// it was written again since, nil if it is gone already. What removes
+// objects by what it listed (lifecycle expiry) uses it, so as never to
+// remove a newer write.
+func (g *Gateway) DeleteVersion(ctx context.Context, bucketName, key string, version dag.Hash) error {
+	return g.deleteIf(ctx, bucketName, key, &version)
+}
+
+func (g *Gateway) deleteIf(ctx context.Context, bucketName, key string, version *dag.Hash) error {
 	b, err := g.bucket(ctx, bucketName)
 	if err != nil {
 		return err
@@ -375,8 +417,15 @@ func (g *Gateway) Delete(ctx context.Context, bucketName, key string) error {
 	}
 	unlock := g.keys.lock(b.ns, p)
 	defer unlock()
-	if _, err := g.stat(ctx, b, p); errors.Is(err, namespace.ErrNotFound) {
+	st, err := g.stat(ctx, b, p)
+	if errors.Is(err, namespace.ErrNotFound) {
 		return nil
+	}
+	if version != nil && (err != nil || st.Data != *version) {
+		if err == nil {
+			err = ErrPrecondition
+		}
+		return err
 	}
 	old := g.capsAt(b, p) // the deleted version's grid objects (leases.go)
 	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {

@@ -59,6 +59,8 @@ func treeErr(key string, err error) error {
 		return fmt.Errorf("%w: %q: %w", err, key, fs.ErrNotExist)
 	case errors.Is(err, ErrBadKey):
 		return fmt.Errorf("%w: %w", err, fs.ErrInvalid)
+	case errors.Is(err, ErrKeyRequired):
+		return fmt.Errorf("%w: %q: %w", err, key, fs.ErrPermission)
 	}
 	return err
 }
@@ -91,6 +93,11 @@ func (s *treeStore) List(ctx context.Context, prefix, delimiter, after string, l
 // overwritten while it is read.
 func (s *treeStore) Open(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
 	info, inline, err := s.g.Lookup(ctx, s.bucket, key)
+	if err == nil {
+		// An object encrypted with a customer key (S3's SSE-C) reads
+		// only through S3, with the key.
+		err = CheckCustomerKey(info.Encryption, nil)
+	}
 	if err != nil {
 		return nil, treeErr(key, err)
 	}

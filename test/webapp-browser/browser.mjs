@@ -4,10 +4,16 @@
 // watched to 100%; the files listed; one downloaded and compared byte
 // for byte; a rename; a delete to the trash and a restore; a 20 MiB
 // upload broken off by a page reload and resumed from the chunk the
-// server has; another user
-// changing the URL to reach the first user's files; the admin's grid and
-// storage pages; the app at a phone's
-// viewport (390x844); and a flow by the keyboard only.
+// server has; share links made in the share dialog and opened in a
+// second, logged-out browser context (a read-only link's download
+// compared byte for byte, its QR code loaded, the link revoked on the
+// Shares page and then refused with the 404 page; a password link
+// refusing a wrong password and downloading after the right one; an
+// upload-only link taking a file that then shows in the owner's folder);
+// the Shares page's rows; another user (bob, an account made by `quilt
+// user add`) changing the URL to reach the first user's files; the
+// admin's grid and storage pages; the app at a phone's viewport
+// (390x844); and a flow by the keyboard only.
 //
 // The drop: Playwright cannot start an operating system drag, and a
 // DataTransfer made by a script gives no FileSystemEntry
@@ -32,7 +38,7 @@ const deadline = setTimeout(() => { console.error('browser test: timed out after
 
 function check(cond, what) {
   if (!cond) throw new Error(what);
-  console.log('ok:', what.split(':')[0]);
+  console.log('ok:', what.length > 160 ? what.slice(0, 157) + '...' : what);
 }
 
 // The folder to upload: a text file, a binary of several chunks' worth of
@@ -187,6 +193,138 @@ try {
   const { createHash } = await import('node:crypto');
   check(bigBack[0] === big.length && bigBack[1] === createHash('sha256').update(big).digest('hex'), `the resumed upload is byte for byte the file: ${bigBack[0]} bytes`);
 
+  // 7c. Share links, made in the UI and opened logged out in a second
+  // browser context (its own cookies: no session).
+  const anon = await browser.newContext({ acceptDownloads: true });
+  const ap = await anon.newPage();
+  ap.setDefaultTimeout(60_000);
+  // makeLink opens the share dialog of the page's button sel, fills it and
+  // returns the link shown, after its QR code image has loaded.
+  async function makeLink(sel, mode, linkPassword, expires) {
+    await page.click(sel);
+    await page.waitForSelector('#share-dialog[open]');
+    await page.check(`#share-form input[name=mode][value=${mode}]`);
+    if (linkPassword) await page.fill('#share-password', linkPassword);
+    if (expires) await page.fill('#share-expires', expires);
+    const [qr] = await Promise.all([
+      page.waitForResponse((res) => /\/api\/shares\/[A-Za-z0-9_-]+\/qr\.svg$/.test(res.url())),
+      page.click('#share-create'),
+    ]);
+    await page.waitForSelector('#share-result', { state: 'visible' });
+    const link = await page.inputValue('#share-url');
+    check(new RegExp('^' + base + '/s/[A-Za-z0-9_-]{24}$').test(link), `share dialog shows the ${mode} link: ${link}`);
+    check(qr.status() === 200 && qr.headers()['content-type'].startsWith('image/svg+xml') && qr.url().includes(link.split('/s/')[1]),
+      `the link's QR code is served: ${qr.status()} ${qr.headers()['content-type']}`);
+    await page.waitForFunction(() => { const i = document.getElementById('share-qr'); return i.complete && i.naturalWidth > 0; });
+    const qrSize = await page.$eval('#share-qr', (i) => [i.naturalWidth, i.getBoundingClientRect().width]);
+    check(qrSize[0] > 0 && qrSize[1] >= 100, `the QR code image loads and shows: ${qrSize}`);
+    await page.click('#share-close');
+    return link;
+  }
+
+  // An upload-only link to a file is refused in the dialog, with the
+  // reason, and no link is shown.
+  await page.goto(base + `/files/${user}/album/photo.bin`);
+  await page.click('button.share-open');
+  await page.check('#share-form input[name=mode][value=upload]');
+  await page.click('#share-create');
+  await page.waitForSelector('#share-error', { state: 'visible' });
+  const shareErr = await page.textContent('#share-error');
+  check(shareErr.includes('an upload link needs a folder') && !(await page.isVisible('#share-result')), `share dialog: an upload link to a file refused: ${shareErr}`);
+  await page.click('#share-close');
+
+  // A read-only link to a file: its page, and the download byte for byte.
+  const readLink = await makeLink('button.share-open', 'read');
+  r = await ap.goto(readLink);
+  check(r.status() === 200 && (await ap.textContent('h1')) === 'photo.bin', `logged out, the link opens the file's page: ${r.status()}`);
+  const [sdl] = await Promise.all([ap.waitForEvent('download'), ap.click('a.button:has-text("Download")')]);
+  const shared = readFileSync(await sdl.path());
+  check(sdl.suggestedFilename() === 'photo.bin' && shared.equals(files['album/photo.bin']), `logged out, the link downloads the file byte for byte: ${shared.length} bytes`);
+  r = await ap.goto(base + `/files/${user}/album/`);
+  check(ap.url().startsWith(base + '/login?next='), `the link gives no way into the drive: ${ap.url()}`);
+
+  // The Shares page lists it; Revoke; the link is refused.
+  await page.goto(base + '/shares');
+  await page.waitForSelector('#shares', { state: 'visible' });
+  let row = await page.textContent('#shares tbody');
+  check(row.includes('/album/photo.bin') && row.includes(readLink) && row.includes('read-only'), `the Shares page lists the link`);
+  await page.click('button[aria-label="Revoke the link to /album/photo.bin"]');
+  await page.waitForFunction(() => document.getElementById('shares-status').textContent.includes('Revoked the link to /album/photo.bin'));
+  await page.reload();
+  await page.waitForFunction(() => !document.getElementById('shares-status').textContent.includes('Loading'));
+  check(!(await page.textContent('main')).includes(readLink), `revoked: gone from the Shares page`);
+  r = await ap.goto(readLink);
+  let anonBody = await ap.textContent('body');
+  check(r.status() === 404 && anonBody.includes('This link does not work'), `revoked: the link is refused logged out: ${r.status()}`);
+  r = await ap.request.get(readLink + '/download');
+  check(r.status() === 404 && !(await r.body()).includes(files['album/photo.bin'].subarray(0, 64)), `revoked: its download is refused: ${r.status()}`);
+
+  // A link with a password: nothing before it, a wrong one refused, the
+  // right one opens and downloads.
+  await page.goto(base + `/files/${user}/album/renamed.txt`);
+  const linkPassword = 'a password of the link';
+  const pwLink = await makeLink('button.share-open', 'read', linkPassword);
+  r = await ap.goto(pwLink);
+  check(r.status() === 403 && (await ap.$('#pw')) !== null && !(await ap.textContent('body')).includes('renamed.txt'), `password link: the password form first: ${r.status()}`);
+  r = await ap.request.get(pwLink + '/download');
+  check(r.status() === 403 && !(await r.text()).includes('notes from the browser'), `password link: no download before the password: ${r.status()}`);
+  await ap.fill('#pw', 'not the password');
+  let [nav] = await Promise.all([ap.waitForNavigation(), ap.click('main form button[type=submit]')]);
+  check(nav.status() === 403 && (await ap.textContent('.error')).includes('Wrong password.'), `password link: a wrong password is refused: ${nav.status()}`);
+  await ap.fill('#pw', linkPassword);
+  [nav] = await Promise.all([ap.waitForNavigation(), ap.click('main form button[type=submit]')]);
+  check(nav.status() === 200 && (await ap.textContent('h1')) === 'renamed.txt', `password link: the right password opens it: ${nav.status()}`);
+  const [pdl] = await Promise.all([ap.waitForEvent('download'), ap.click('a.button:has-text("Download")')]);
+  check(readFileSync(await pdl.path()).equals(files['album/notes.txt']), `password link: downloads the file byte for byte`);
+
+  // An upload-only link to the folder: the stranger's file lands in it
+  // and the owner sees it; the link shows and gives nothing of the folder.
+  await page.goto(base + `/files/${user}/album/`);
+  // (With an expiry date, a month from now, chosen in the dialog.)
+  const upExpires = new Date(Date.now() + 30 * 86400_000).toISOString().slice(0, 10);
+  const upLink = await makeLink('button.share-open:has-text("Share this folder")', 'upload', '', upExpires);
+  r = await ap.goto(upLink);
+  anonBody = await ap.textContent('body');
+  check(r.status() === 200 && anonBody.includes('Send files to album') && !anonBody.includes('photo.bin'), `upload link: the form, and none of the folder's names: ${r.status()}`);
+  r = await ap.request.get(upLink + '/download');
+  check(r.status() === 403, `upload link: no download: ${r.status()}`);
+  const gift = randomBytes(300 * 1024 + 7);
+  await ap.setInputFiles('#files', { name: 'from a stranger.bin', mimeType: 'application/octet-stream', buffer: gift });
+  await ap.click('#upload button[type=submit]');
+  await ap.waitForFunction(() => document.getElementById('result').textContent.includes('Uploaded'));
+  const upResult = await ap.textContent('#result');
+  check(upResult === 'Uploaded: from a stranger.bin', `upload link: the file sent: ${upResult}`);
+  await page.goto(base + `/files/${user}/album/`);
+  listed = await page.$$eval('#listing td.name a', (as) => as.map((a) => a.textContent));
+  check(listed.includes('from a stranger.bin'), `upload link: the file is in the owner's folder: ${listed}`);
+  const giftBack = await page.evaluate(async (u) => Array.from(new Uint8Array(await (await fetch(u)).arrayBuffer())), base + `/download/${user}/album/from%20a%20stranger.bin`);
+  check(Buffer.from(giftBack).equals(gift), `upload link: the owner reads it byte for byte: ${giftBack.length} bytes`);
+  await anon.close();
+
+  // The Shares page says what each link is: one made through the API by
+  // the page's own session (an upload link with a password) beside the two
+  // made in the dialog.
+  const made = await page.evaluate(async () => {
+    const res = await fetch('/api/shares', {
+      method: 'POST', credentials: 'same-origin',
+      headers: { 'Content-Type': 'application/json', 'X-Requested-With': 'quilt', 'X-CSRF-Token': document.body.dataset.csrf },
+      body: JSON.stringify({ path: '/album/sub', mode: 'upload', password: 'another link password' }),
+    });
+    return [res.status, (await res.json()).url];
+  });
+  check(made[0] === 201, `an upload link with a password made through the API: ${made}`);
+  await page.goto(base + '/shares');
+  await page.waitForSelector('#shares', { state: 'visible' });
+  const rows = await page.$$eval('#shares tbody tr', (trs) => trs.map((tr) => Array.from(tr.cells).slice(0, 4).map((td) => td.textContent)));
+  // (Newest first, but links made within a second sort by token: compare
+  // them sorted by path.)
+  rows.sort((a, b) => a[0].localeCompare(b[0]));
+  const upEnd = await page.evaluate((d) => new Date(d + 'T23:59:59').toLocaleString(), upExpires);
+  const want = [['/album', 'upload-only', upLink, upEnd], ['/album/renamed.txt', 'read-only, password', pwLink, 'never'],
+    ['/album/sub', 'upload-only, password', made[1], 'never']];
+  check(JSON.stringify(rows) === JSON.stringify(want), `the Shares page: path, mode, link and expiry of each: ${JSON.stringify(rows)}`);
+  check((await page.textContent('#shares-status')) === '3 links.', `the Shares page counts the links`);
+
   // 8. Another user changes the URL: refused, and nothing of the file shows.
   const bobCtx = await browser.newContext();
   const bob = await bobCtx.newPage();
@@ -224,6 +362,14 @@ try {
     const box = await pp.locator(sel).first().boundingBox();
     check(box && box.x >= 0 && box.x + box.width <= 391 && box.height >= 20, `phone: ${sel} on screen: ${JSON.stringify(box)}`);
   }
+  await pp.click('button.share-open:has-text("Share photo.bin")');
+  await pp.waitForSelector('#share-dialog[open]');
+  const dbox = await pp.locator('#share-dialog').boundingBox();
+  check(dbox && dbox.x >= 0 && dbox.x + dbox.width <= 391, `phone: the share dialog on screen: ${JSON.stringify(dbox)}`);
+  await pp.click('#share-create');
+  await pp.waitForSelector('#share-result', { state: 'visible' });
+  const qbox = await pp.locator('#share-qr').boundingBox();
+  check(qbox && qbox.x >= 0 && qbox.x + qbox.width <= 391 && qbox.width >= 100, `phone: the QR code on screen: ${JSON.stringify(qbox)}`);
   await phone.close();
 
   // 10. By keyboard only: log in, make a folder, open it.
@@ -256,6 +402,19 @@ try {
   check(await tabTo('by-keyboard/'), `keyboard: Tab reaches the new folder's link`);
   await Promise.all([kp.waitForNavigation(), kp.keyboard.press('Enter')]);
   check(kp.url() === base + `/files/${user}/by-keyboard/`, `keyboard: opened the folder: ${kp.url()}`);
+  // Share it by keyboard: the dialog takes the focus, Create link gives
+  // the link focused and selected, Escape closes the dialog.
+  check(await tabTo('Share this folder'), `keyboard: Tab reaches Share this folder`);
+  await kp.keyboard.press('Enter');
+  await kp.waitForSelector('#share-dialog[open]');
+  check(await kp.evaluate(() => document.getElementById('share-dialog').contains(document.activeElement)), `keyboard: the share dialog has the focus`);
+  check(await tabTo('share-create', 10), `keyboard: Tab reaches Create link`);
+  await kp.keyboard.press('Enter');
+  await kp.waitForSelector('#share-result', { state: 'visible' });
+  const sel = await kp.evaluate(() => [document.activeElement.id, document.activeElement.value, window.getSelection().toString() || document.activeElement.value.slice(document.activeElement.selectionStart, document.activeElement.selectionEnd)]);
+  check(sel[0] === 'share-url' && /\/s\/[A-Za-z0-9_-]{24}$/.test(sel[1]) && sel[2] === sel[1], `keyboard: the link is focused and selected: ${sel[1]}`);
+  await kp.keyboard.press('Escape');
+  check(await kp.evaluate(() => !document.getElementById('share-dialog').open), `keyboard: Escape closes the share dialog`);
   await kb.close();
 
   console.log('browser test: all passed');

@@ -355,4 +355,4 @@ func (s *Server) deletePublicAccessBlock(q *request) {
 
 // aclOps are the operations that take x-amz-acl and x-amz-grant-*.
 var aclOps = map[string]bool{"CreateBucket": true, "PutObject": true, "CopyObject": true, "CreateMultipartUpload": true,
-	"PutBucketAcl": true, "PutObjectAcl": true}
+	"PutBucketAcl": true, "PutObjectAcl": true, "PostObject": true}

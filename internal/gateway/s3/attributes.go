@@ -2,6 +2,7 @@ package s3
 
 import (
 	"encoding/xml"
+	"github.com/quilt-grid/quilt/internal/gateway"
 	"net/http"
 	"strconv"
 	"strings"
@@ -50,11 +51,19 @@ func (s *Server) getAttributes(q *request) {
 		}
 		marker = n
 	}
+	key, ok := s.requestKey(q)
+	if !ok {
+		return
+	}
 	info, _, err := s.gw.Lookup(q.r.Context(), q.bucket, q.object)
+	if err == nil {
+		err = gateway.CheckCustomerKey(info.Encryption, key)
+	}
 	if err != nil {
 		q.fail(err)
 		return
 	}
+	echoKey(q, key)
 	type checksum struct {
 		checksumXML
 		ChecksumType string `xml:",omitempty"`
@@ -85,7 +94,18 @@ func (s *Server) getAttributes(q *request) {
 		out.ETag = info.ETag // without quotes, as S3 answers here
 	}
 	if want["Checksum"] && len(info.Checksums) > 0 {
-		out.Checksum = &checksum{toChecksumXML(info.Checksums), info.ChecksumType}
+		// A COMPOSITE checksum goes without its "-N" here: the part
+		// count is ObjectParts' (as S3 answers, and minio-go expects).
+		sums := map[string]string{}
+		for alg, v := range info.Checksums {
+			if info.ChecksumType == gateway.Composite {
+				if i := strings.LastIndexByte(v, '-'); i > 0 {
+					v = v[:i]
+				}
+			}
+			sums[alg] = v
+		}
+		out.Checksum = &checksum{toChecksumXML(sums), info.ChecksumType}
 	}
 	if want["ObjectParts"] && len(info.Parts) > 0 {
 		ps := &parts{TotalPartsCount: len(info.Parts), PartNumberMarker: marker, MaxParts: maxParts}

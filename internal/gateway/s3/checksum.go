@@ -144,12 +144,19 @@ type checksumXML struct {
 	ChecksumCRC64NVME string `xml:",omitempty"`
 	ChecksumSHA1      string `xml:",omitempty"`
 	ChecksumSHA256    string `xml:",omitempty"`
+	ChecksumSHA512    string `xml:",omitempty"`
+	ChecksumMD5       string `xml:",omitempty"`
+	ChecksumXXHASH64  string `xml:",omitempty"`
+	ChecksumXXHASH3   string `xml:",omitempty"`
+	ChecksumXXHASH128 string `xml:",omitempty"`
 }
 
 func (c checksumXML) sums() map[string]string {
 	out := map[string]string{}
 	for alg, v := range map[string]string{"crc32": c.ChecksumCRC32, "crc32c": c.ChecksumCRC32C,
-		"crc64nvme": c.ChecksumCRC64NVME, "sha1": c.ChecksumSHA1, "sha256": c.ChecksumSHA256} {
+		"crc64nvme": c.ChecksumCRC64NVME, "sha1": c.ChecksumSHA1, "sha256": c.ChecksumSHA256,
+		"sha512": c.ChecksumSHA512, "md5": c.ChecksumMD5, "xxhash64": c.ChecksumXXHASH64, "xxhash3": c.ChecksumXXHASH3,
+		"xxhash128": c.ChecksumXXHASH128} {
 		if v != "" {
 			out[alg] = v
 		}
@@ -159,5 +166,7 @@ func (c checksumXML) sums() map[string]string {
 
 func toChecksumXML(sums map[string]string) checksumXML {
 	return checksumXML{ChecksumCRC32: sums["crc32"], ChecksumCRC32C: sums["crc32c"],
-		ChecksumCRC64NVME: sums["crc64nvme"], ChecksumSHA1: sums["sha1"], ChecksumSHA256: sums["sha256"]}
+		ChecksumCRC64NVME: sums["crc64nvme"], ChecksumSHA1: sums["sha1"], ChecksumSHA256: sums["sha256"],
+		ChecksumSHA512: sums["sha512"], ChecksumMD5: sums["md5"], ChecksumXXHASH64: sums["xxhash64"],
+		ChecksumXXHASH3: sums["xxhash3"], ChecksumXXHASH128: sums["xxhash128"]}
 }

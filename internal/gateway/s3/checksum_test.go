@@ -3,7 +3,9 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -15,6 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 func b64crc32(b []byte) string {
@@ -201,15 +206,15 @@ func TestMultipartChecksums(t *testing.T) {
 	}
 
 	// A copy keeps a FULL_OBJECT checksum; a COMPOSITE one describes
-	// parts, and the copy gets its own CRC64NVME.
-	for src, want := range map[string]string{"crc64": b64crc64nvme(whole), "crc32": b64crc64nvme(whole)} {
+	// parts, and the copy gets the whole object's of the same algorithm.
+	for src, want := range map[string][2]string{"crc64": {b64crc64nvme(whole), ""}, "crc32": {"", b64crc32(whole)}} {
 		if _, err := c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: aws.String("mpu"), Key: aws.String("copy-" + src),
 			CopySource: aws.String("mpu/" + src)}); err != nil {
 			t.Fatal(err)
 		}
 		h, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("mpu"), Key: aws.String("copy-" + src), ChecksumMode: types.ChecksumModeEnabled})
-		if err != nil || aws.ToString(h.ChecksumCRC64NVME) != want || h.ChecksumCRC32 != nil || h.ChecksumType != types.ChecksumTypeFullObject {
-			t.Fatalf("copy of %s: %v %q %v %q", src, err, aws.ToString(h.ChecksumCRC64NVME), h.ChecksumCRC32, h.ChecksumType)
+		if err != nil || aws.ToString(h.ChecksumCRC64NVME) != want[0] || aws.ToString(h.ChecksumCRC32) != want[1] || h.ChecksumType != types.ChecksumTypeFullObject {
+			t.Fatalf("copy of %s: %v %q %q %q", src, err, aws.ToString(h.ChecksumCRC64NVME), aws.ToString(h.ChecksumCRC32), h.ChecksumType)
 		}
 	}
 
@@ -217,5 +222,120 @@ func TestMultipartChecksums(t *testing.T) {
 	if _, err := c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String("x"),
 		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumType: types.ChecksumTypeFullObject}); code(err) != "InvalidRequest" {
 		t.Fatalf("sha256 full object: %v", err)
+	}
+}
+
+// TestChecksumsNewer: SHA512, MD5 and XXHASH64, XXHASH3 and XXHASH128
+// are computed and checked like the other five (the SDK's trailer,
+// headers, multipart COMPOSITE, a copy); an algorithm the gateway does
+// not compute is refused, never accepted unchecked.
+func TestChecksumsNewer(t *testing.T) {
+	e := newEnv(t, 4)
+	ctx := context.Background()
+	c := e.client(e.admin)
+	b := aws.String("newsums")
+	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: b}); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("the quick brown fox")
+	s512 := sha512.Sum512(body)
+	m5 := md5.Sum(body)
+	want := map[types.ChecksumAlgorithm]string{types.ChecksumAlgorithmSha512: base64.StdEncoding.EncodeToString(s512[:]),
+		types.ChecksumAlgorithmMd5: base64.StdEncoding.EncodeToString(m5[:])}
+	for _, alg := range []types.ChecksumAlgorithm{types.ChecksumAlgorithmSha512, types.ChecksumAlgorithmMd5} {
+		key := aws.String("obj-" + string(alg))
+		in := &awss3.PutObjectInput{Bucket: b, Key: key, Body: bytes.NewReader(body)}
+		if alg == types.ChecksumAlgorithmSha512 {
+			in.ChecksumAlgorithm = alg // the SDK computes it and sends it in a trailer
+		} else {
+			in.ChecksumMD5 = aws.String(want[alg])
+		}
+		if _, err := c.PutObject(ctx, in); err != nil {
+			t.Fatalf("put %s: %v", alg, err)
+		}
+		h, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: key, ChecksumMode: types.ChecksumModeEnabled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[types.ChecksumAlgorithm]*string{types.ChecksumAlgorithmSha512: h.ChecksumSHA512, types.ChecksumAlgorithmMd5: h.ChecksumMD5}[alg]
+		if aws.ToString(got) != want[alg] {
+			t.Errorf("head %s: %q, want %q", alg, aws.ToString(got), want[alg])
+		}
+		hdr := "x-amz-checksum-" + strings.ToLower(string(alg))
+		resp, rb := e.do(t, e.admin, "PUT", "/newsums/wrong", body, hdr, "AAAA"+want[alg][4:])
+		if resp.StatusCode != 400 || !strings.Contains(string(rb), "BadDigest") {
+			t.Errorf("wrong %s: %d %s", hdr, resp.StatusCode, rb)
+		}
+	}
+	// A multipart upload with SHA512 parts: COMPOSITE.
+	mp, err := c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: b, Key: aws.String("mp"), ChecksumAlgorithm: types.ChecksumAlgorithmSha512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.UploadPart(ctx, &awss3.UploadPartInput{Bucket: b, Key: aws.String("mp"), UploadId: mp.UploadId, PartNumber: aws.Int32(1),
+		Body: bytes.NewReader(body), ChecksumAlgorithm: types.ChecksumAlgorithmSha512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(p.ChecksumSHA512) != want[types.ChecksumAlgorithmSha512] {
+		t.Errorf("part sha512 %q", aws.ToString(p.ChecksumSHA512))
+	}
+	done, err := c.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{Bucket: b, Key: aws.String("mp"), UploadId: mp.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{PartNumber: aws.Int32(1), ETag: p.ETag, ChecksumSHA512: p.ChecksumSHA512}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := sha512.Sum512(s512[:])
+	if w := base64.StdEncoding.EncodeToString(inner[:]) + "-1"; aws.ToString(done.ChecksumSHA512) != w || done.ChecksumType != types.ChecksumTypeComposite {
+		t.Errorf("completed: %q %q, want %q COMPOSITE", aws.ToString(done.ChecksumSHA512), done.ChecksumType, w)
+	}
+	// A part read by number, with its own checksum.
+	pg, err := c.GetObject(ctx, &awss3.GetObjectInput{Bucket: b, Key: aws.String("mp"), PartNumber: aws.Int32(1), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.Body.Close()
+	if aws.ToString(pg.ChecksumSHA512) != want[types.ChecksumAlgorithmSha512] {
+		t.Errorf("part 1's sha512: %q", aws.ToString(pg.ChecksumSHA512))
+	}
+	// The copy of a COMPOSITE object gets the whole object's checksum of
+	// the same algorithm.
+	if _, err := c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: b, Key: aws.String("mp-copy"), CopySource: aws.String("newsums/mp")}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: aws.String("mp-copy"), ChecksumMode: types.ChecksumModeEnabled}); err != nil ||
+		aws.ToString(h.ChecksumSHA512) != want[types.ChecksumAlgorithmSha512] || h.ChecksumType != types.ChecksumTypeFullObject {
+		t.Errorf("copy of a COMPOSITE object: %v %q %v", aws.ToString(h.ChecksumSHA512), h.ChecksumType, err)
+	}
+
+	// The XXHASH family, in headers (the SDK does not compute them).
+	x64 := xxhash.Sum64(body)
+	x3 := xxh3.Hash(body)
+	x128 := xxh3.Hash128(body).Bytes()
+	for _, hv := range [][2]string{
+		{"x-amz-checksum-xxhash64", base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, x64))},
+		{"x-amz-checksum-xxhash3", base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint64(nil, x3))},
+		{"x-amz-checksum-xxhash128", base64.StdEncoding.EncodeToString(x128[:])},
+	} {
+		if resp, rb := e.do(t, e.admin, "PUT", "/newsums/"+hv[0], body, hv[0], hv[1]); resp.StatusCode != 200 || resp.Header.Get(hv[0]) != hv[1] {
+			t.Errorf("%s: %d %s %v", hv[0], resp.StatusCode, rb, resp.Header)
+		}
+		if resp, rb := e.do(t, e.admin, "PUT", "/newsums/wrong", body, hv[0], "AAAAAAAAAAA="+hv[1][12:]); resp.StatusCode != 400 || !strings.Contains(string(rb), "BadDigest") {
+			t.Errorf("wrong %s: %d %s", hv[0], resp.StatusCode, rb)
+		}
+	}
+
+	// Algorithms not computed are refused, and nothing is stored.
+	for _, hdr := range [][]string{{"x-amz-checksum-blake3", "AAAAAAAAAAA="}, {"x-amz-checksum-algorithm", "BLAKE3"}} {
+		resp, rb := e.do(t, e.admin, "PUT", "/newsums/xx", body, hdr...)
+		if resp.StatusCode != 501 || !strings.Contains(string(rb), "is not implemented") {
+			t.Errorf("%s: %d %s", hdr[0], resp.StatusCode, rb)
+		}
+	}
+	if resp, rb := e.do(t, e.admin, "POST", "/newsums/xx?uploads", nil, "x-amz-checksum-algorithm", "BLAKE3"); resp.StatusCode != 501 {
+		t.Errorf("multipart BLAKE3: %d %s", resp.StatusCode, rb)
+	}
+	if _, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: b, Key: aws.String("xx")}); code(err) != "NotFound" {
+		t.Errorf("a refused put stored something: %v", err)
 	}
 }

@@ -357,12 +357,17 @@ func (s *Server) putObject(q *request) {
 		q.fail(err)
 		return
 	}
+	if opt.CustomerKey, ok = s.requestKey(q); !ok {
+		return
+	}
 	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
 	if err != nil {
 		q.fail(err)
 		return
 	}
 	q.bytes = info.Size
+	echoKey(q, opt.CustomerKey)
+	s.setExpiration(q, info)
 	q.w.Header().Set("ETag", `"`+info.ETag+`"`)
 	setChecksumHeaders(q.w.Header(), info.Checksums, info.ChecksumType)
 	q.status = 200
@@ -394,7 +399,12 @@ func contentMD5(q *request) ([]byte, bool) {
 func (s *Server) copyObject(q *request) {
 	r := q.r
 	ctx := r.Context()
-	info, inline, ok := s.copySource(q)
+	src, ok := s.copySource(q)
+	if !ok {
+		return
+	}
+	info := src.info
+	dstKey, ok := s.requestKey(q)
 	if !ok {
 		return
 	}
@@ -422,17 +432,24 @@ func (s *Server) copyObject(q *request) {
 		return
 	}
 	opt.ACL = acl
+	opt.CustomerKey = dstKey
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(s.gw.ReadVersion(ctx, info, inline, pw, 0, info.Size))
+		pw.CloseWithError(s.gw.ReadVersionKey(ctx, info, src.inline, src.key, pw, 0, info.Size))
 	}()
 	// The copy keeps the source's whole-object checksum; a COMPOSITE one
-	// describes parts the copy does not have, so it gets its own.
+	// describes parts the copy does not have, so it gets the whole
+	// object's of the same algorithm, computed as it streams, as S3 does
+	// (a CRC64NVME if the source has none).
 	var body io.Reader = pr
 	if info.ChecksumType == gateway.FullObject {
 		opt.Checksums = func() map[string]string { return info.Checksums }
 	} else {
-		sr := newSums(http.Header{}, pr)
+		hdr := http.Header{}
+		for alg := range info.Checksums {
+			hdr.Add("X-Amz-Trailer", "x-amz-checksum-"+alg)
+		}
+		sr := newSums(hdr, pr)
 		body, opt.Checksums = sr, sr.Sums
 	}
 	out, err := s.gw.Put(ctx, q.bucket, q.object, body, info.Size, opt)
@@ -441,6 +458,8 @@ func (s *Server) copyObject(q *request) {
 		q.fail(err)
 		return
 	}
+	echoKey(q, dstKey)
+	s.setExpiration(q, out)
 	q.xml(200, struct {
 		XMLName      xml.Name `xml:"CopyObjectResult"`
 		NS           string   `xml:"xmlns,attr"`
@@ -449,39 +468,58 @@ func (s *Server) copyObject(q *request) {
 	}{NS: s3ns, LastModified: out.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + out.ETag + `"`})
 }
 
+// source is a copy's source object, and the customer key it was given
+// with (nil: none).
+type source struct {
+	info   gateway.ObjectInfo
+	inline []byte
+	key    *gateway.CustomerKey
+}
+
 // copySource finds the object x-amz-copy-source names (bucket/key, an
-// optional ?versionId=null), checks the key may read it and applies the
-// x-amz-copy-source-if-* conditions; false means the answer is sent.
-func (s *Server) copySource(q *request) (gateway.ObjectInfo, []byte, bool) {
+// optional ?versionId=null), checks the key may read it, that the
+// x-amz-copy-source-server-side-encryption-customer-* headers give its
+// customer key if it has one, and applies the x-amz-copy-source-if-*
+// conditions; false means the answer is sent.
+func (s *Server) copySource(q *request) (source, bool) {
 	r := q.r
 	src, err := url.PathUnescape(r.Header.Get("x-amz-copy-source"))
 	if err != nil {
 		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
 	}
 	src, version, versioned := strings.Cut(src, "?versionId=")
 	if versioned && version != "null" {
 		q.fail(errNoVersion)
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
 	}
 	sb, sk, ok := strings.Cut(strings.TrimPrefix(src, "/"), "/")
 	if !ok || sk == "" {
 		q.fail(s3err("InvalidArgument", 400, "Copy Source must mention the source bucket and key: sourcebucket/sourcekey"))
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
+	}
+	key, err := s.customerKey(r, copySourceKeyPrefix)
+	if err != nil {
+		q.fail(err)
+		return source{}, false
 	}
 	if !s.mayRead(q, sb, sk) {
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
 	}
 	info, inline, err := s.gw.Lookup(r.Context(), sb, sk)
 	if err != nil {
 		q.fail(err)
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
+	}
+	if err := gateway.CheckCustomerKey(info.Encryption, key); err != nil {
+		q.fail(err)
+		return source{}, false
 	}
 	if err := copyConditions(r.Header, info); err != nil {
 		q.fail(err)
-		return gateway.ObjectInfo{}, nil, false
+		return source{}, false
 	}
-	return info, inline, true
+	return source{info, inline, key}, true
 }
 
 // copyConditions applies x-amz-copy-source-if-* to the source: in S3's
@@ -570,11 +608,20 @@ func etagMatch(list, etag string) bool {
 func (s *Server) getObject(q *request) {
 	r, w := q.r, q.w
 	ctx := r.Context()
+	key, ok := s.requestKey(q)
+	if !ok {
+		return
+	}
 	info, inline, err := s.gw.Lookup(ctx, q.bucket, q.object)
 	if err != nil {
 		q.fail(err)
 		return
 	}
+	if err := gateway.CheckCustomerKey(info.Encryption, key); err != nil {
+		q.fail(err)
+		return
+	}
+	echoKey(q, key)
 	mod := info.Modified.Truncate(time.Second)
 	h := w.Header()
 	h.Set("ETag", `"`+info.ETag+`"`)
@@ -590,6 +637,7 @@ func (s *Server) getObject(q *request) {
 		h.Set(k, v)
 	}
 	setTagCount(h, info.Tags)
+	s.setExpiration(q, info)
 	// response-* parameters override the stored headers (presigned
 	// downloads name the file this way).
 	for _, o := range responseOverrides {
@@ -621,6 +669,7 @@ func (s *Server) getObject(q *request) {
 		}
 	}
 	off, n, status := int64(0), info.Size, 200
+	var partSums map[string]string // the checksums of the part read
 	if pn := r.URL.Query().Get("partNumber"); pn != "" {
 		if r.Header.Get("Range") != "" {
 			q.fail(s3err("InvalidRequest", 400, "Cannot specify both Range header and partNumber query parameter"))
@@ -632,6 +681,8 @@ func (s *Server) getObject(q *request) {
 			return
 		}
 		if len(info.Parts) > 0 {
+			i, _ := strconv.Atoi(pn)
+			partSums = info.Parts[i-1].Checksums
 			h.Set("x-amz-mp-parts-count", strconv.Itoa(len(info.Parts)))
 			if n > 0 {
 				status = 206
@@ -647,9 +698,15 @@ func (s *Server) getObject(q *request) {
 		status = 206
 		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, info.Size))
 	}
-	// Checksums describe the whole object: not sent with a range.
-	if status == 200 && strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
-		setChecksumHeaders(h, info.Checksums, info.ChecksumType)
+	// Checksums describe the whole object, or one part of it: not sent
+	// with a range.
+	if strings.EqualFold(r.Header.Get("x-amz-checksum-mode"), "ENABLED") {
+		switch {
+		case status == 200:
+			setChecksumHeaders(h, info.Checksums, info.ChecksumType)
+		case partSums != nil:
+			setChecksumHeaders(h, partSums, "")
+		}
 	}
 	h.Set("Content-Length", strconv.FormatInt(n, 10))
 	q.status = status
@@ -658,7 +715,7 @@ func (s *Server) getObject(q *request) {
 		return
 	}
 	cw := &countWriter{w: w}
-	if err := s.gw.ReadVersion(ctx, info, inline, cw, off, n); err != nil {
+	if err := s.gw.ReadVersionKey(ctx, info, inline, key, cw, off, n); err != nil {
 		// Too late for an error answer: cut the connection short, so the
 		// client sees fewer bytes than Content-Length.
 		s.log.Warn("s3: get failed mid-stream", "id", q.id, "bucket", q.bucket, "key", q.object, "err", err)

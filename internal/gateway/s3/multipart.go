@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -43,11 +44,16 @@ func (s *Server) createUpload(q *request) {
 		}
 		opt.ChecksumAlgorithm, opt.ChecksumType = alg, typ
 	}
+	var ok bool
+	if opt.CustomerKey, ok = s.requestKey(q); !ok {
+		return
+	}
 	u, err := s.gw.CreateUpload(q.r.Context(), q.bucket, q.object, opt)
 	if err != nil {
 		q.fail(err)
 		return
 	}
+	echoKey(q, opt.CustomerKey)
 	if alg != "" {
 		q.w.Header().Set("x-amz-checksum-algorithm", strings.ToUpper(alg))
 		q.w.Header().Set("x-amz-checksum-type", typ)
@@ -72,12 +78,17 @@ func (s *Server) uploadPart(q *request) {
 	if !ok {
 		return
 	}
-	p, err := s.gw.PutPart(q.r.Context(), q.bucket, q.object, v.Get("uploadId"), n, q.body, q.length, want, q.sums.Sums)
+	key, ok := s.requestKey(q)
+	if !ok {
+		return
+	}
+	p, err := s.gw.PutPartKey(q.r.Context(), q.bucket, q.object, v.Get("uploadId"), n, q.body, q.length, want, q.sums.Sums, key)
 	if err != nil {
-		q.fail(err)
+		q.fail(uploadKeyErr(err))
 		return
 	}
 	q.bytes = p.Size
+	echoKey(q, key)
 	q.w.Header().Set("ETag", `"`+p.ETag+`"`)
 	if !q.sums.implicit {
 		setChecksumHeaders(q.w.Header(), p.Checksums, "")
@@ -88,6 +99,9 @@ func (s *Server) uploadPart(q *request) {
 
 func (s *Server) listParts(q *request) {
 	id := q.r.URL.Query().Get("uploadId")
+	if !s.uploadKey(q, id) {
+		return
+	}
 	parts, err := s.gw.Parts(q.r.Context(), q.bucket, q.object, id)
 	if err != nil {
 		q.fail(err)
@@ -134,6 +148,9 @@ func (s *Server) completeUpload(q *request) {
 		q.fail(errMalformedXML)
 		return
 	}
+	if !s.uploadKey(q, q.r.URL.Query().Get("uploadId")) {
+		return
+	}
 	refs := make([]gateway.PartRef, len(in.Parts))
 	for i, p := range in.Parts {
 		refs[i] = gateway.PartRef{Number: p.PartNumber, ETag: strings.Trim(p.ETag, `"`), Checksums: p.sums()}
@@ -155,6 +172,7 @@ func (s *Server) completeUpload(q *request) {
 		q.fail(err)
 		return
 	}
+	s.setExpiration(q, info)
 	q.xml(200, struct {
 		XMLName  xml.Name `xml:"CompleteMultipartUploadResult"`
 		NS       string   `xml:"xmlns,attr"`
@@ -196,6 +214,10 @@ func (s *Server) listUploads(q *request) {
 		IsTruncated bool
 		Uploads     []uploadXML `xml:"Upload"`
 	}{NS: s3ns, Bucket: q.bucket, MaxUploads: 1000}
+	// By key, then by initiation, as S3 lists them.
+	sort.Slice(us, func(i, j int) bool {
+		return us[i].Key < us[j].Key || us[i].Key == us[j].Key && us[i].Initiated.Before(us[j].Initiated)
+	})
 	for _, u := range us {
 		out.Uploads = append(out.Uploads, uploadXML{u.Key, u.ID, u.Initiated.Format(time.RFC3339)})
 	}
@@ -219,10 +241,19 @@ func (s *Server) uploadPartCopy(q *request) {
 		q.fail(err)
 		return
 	}
-	info, inline, ok := s.copySource(q)
+	key, ok := s.requestKey(q)
 	if !ok {
 		return
 	}
+	if err := gateway.CheckCustomerKey(u.Encryption, key); err != nil {
+		q.fail(uploadKeyErr(err))
+		return
+	}
+	src, ok := s.copySource(q)
+	if !ok {
+		return
+	}
+	info := src.info
 	off, length := int64(0), info.Size
 	if rg := q.r.Header.Get("x-amz-copy-source-range"); rg != "" {
 		if off, length, ok = copyRange(rg, info.Size); !ok {
@@ -232,7 +263,7 @@ func (s *Server) uploadPartCopy(q *request) {
 	}
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(s.gw.ReadVersion(ctx, info, inline, pw, off, length))
+		pw.CloseWithError(s.gw.ReadVersionKey(ctx, info, src.inline, src.key, pw, off, length))
 	}()
 	// The part gets the checksum of the upload's algorithm, computed as
 	// it streams (CRC64NVME when the upload names none).
@@ -241,13 +272,14 @@ func (s *Server) uploadPartCopy(q *request) {
 		hdr.Set("X-Amz-Trailer", "x-amz-checksum-"+u.Options.ChecksumAlgorithm)
 	}
 	sr := newSums(hdr, pr)
-	p, err := s.gw.PutPart(ctx, q.bucket, q.object, id, n, sr, length, nil, sr.Sums)
+	p, err := s.gw.PutPartKey(ctx, q.bucket, q.object, id, n, sr, length, nil, sr.Sums, key)
 	pr.CloseWithError(io.ErrClosedPipe) // stops the reader if PutPart gave up early
 	if err != nil {
-		q.fail(err)
+		q.fail(uploadKeyErr(err))
 		return
 	}
 	q.bytes = p.Size
+	echoKey(q, key)
 	out := struct {
 		XMLName      xml.Name `xml:"CopyPartResult"`
 		NS           string   `xml:"xmlns,attr"`
@@ -275,4 +307,36 @@ func copyRange(h string, size int64) (off, length int64, ok bool) {
 		return 0, 0, false
 	}
 	return first, last - first + 1, true
+}
+
+// uploadKey checks the customer key headers of a request on upload id
+// that may give them (ListParts, CompleteMultipartUpload): if given,
+// they must be the upload's key; false means the answer is sent.
+func (s *Server) uploadKey(q *request, id string) bool {
+	key, ok := s.requestKey(q)
+	if !ok {
+		return false
+	}
+	if key == nil {
+		return true
+	}
+	u, err := s.gw.Upload(q.r.Context(), q.bucket, q.object, id)
+	if err == nil {
+		err = gateway.CheckCustomerKey(u.Encryption, key)
+	}
+	if err != nil {
+		q.fail(uploadKeyErr(err))
+		return false
+	}
+	echoKey(q, key)
+	return true
+}
+
+// uploadKeyErr is the answer to a part request whose customer key is
+// missing (the upload has one: S3's message says so) or wrong.
+func uploadKeyErr(err error) error {
+	if e := keyErr(err, true); e != nil {
+		return e
+	}
+	return err
 }

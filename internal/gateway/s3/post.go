@@ -326,7 +326,7 @@ func (s *Server) postObject(q *request) {
 	if acl := fields["acl"]; acl != "" {
 		h.Set("x-amz-acl", acl)
 	}
-	if err := checkHeaders(&http.Request{Header: h}, "PutObject"); err != nil {
+	if err := checkHeaders(&http.Request{Header: h}, "PostObject"); err != nil {
 		q.fail(err)
 		return
 	}

@@ -187,6 +187,9 @@ func TestPostObject(t *testing.T) {
 		{"no file", func(f *postForm) { f.noFile = true }, 400, "InvalidArgument", "exactly one file"},
 		{"bad range", func(f *postForm) { f.conds[2] = []any{"content-length-range", 10, 1} }, 400, "InvalidPolicyDocument", ""},
 		{"unknown canned ACL", func(f *postForm) { f.fields = append(f.fields, [2]string{"acl", "public-sometimes"}) }, 400, "InvalidArgument", ""},
+		{"customer key", func(f *postForm) {
+			f.fields = append(f.fields, [2]string{"x-amz-server-side-encryption-customer-algorithm", "AES256"})
+		}, 501, "NotImplemented", "takes no customer key"},
 	} {
 		f := base()
 		f.filename = "refused.txt"

@@ -1,8 +1,10 @@
 package s3
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
@@ -44,21 +46,24 @@ type opKey struct {
 var ops = map[opKey]op{
 	{onService, "GET", "", false, false}: {"ListBuckets", gateway.None, false, (*Server).listBuckets},
 
-	{onBucket, "PUT", "", false, false}:           {"CreateBucket", gateway.None, false, (*Server).createBucket},
-	{onBucket, "HEAD", "", false, false}:          {"HeadBucket", gateway.Read, false, (*Server).headBucket},
-	{onBucket, "DELETE", "", false, false}:        {"DeleteBucket", gateway.Owner, false, (*Server).deleteBucket},
-	{onBucket, "GET", "", false, false}:           {"ListObjects", gateway.Read, false, (*Server).listObjects},
-	{onBucket, "GET", "location", false, false}:   {"GetBucketLocation", gateway.Read, false, (*Server).location},
-	{onBucket, "GET", "uploads", false, false}:    {"ListMultipartUploads", gateway.Read, false, (*Server).listUploads},
-	{onBucket, "POST", "delete", false, false}:    {"DeleteObjects", gateway.Write, false, (*Server).deleteObjects},
-	{onBucket, "PUT", "cors", false, false}:       {"PutBucketCors", gateway.Owner, false, (*Server).putCORS},
-	{onBucket, "GET", "cors", false, false}:       {"GetBucketCors", gateway.Read, false, (*Server).getCORS},
-	{onBucket, "DELETE", "cors", false, false}:    {"DeleteBucketCors", gateway.Owner, false, (*Server).deleteCORS},
-	{onBucket, "PUT", "tagging", false, false}:    {"PutBucketTagging", gateway.Owner, false, (*Server).putBucketTagging},
-	{onBucket, "GET", "tagging", false, false}:    {"GetBucketTagging", gateway.Read, false, (*Server).getBucketTagging},
-	{onBucket, "DELETE", "tagging", false, false}: {"DeleteBucketTagging", gateway.Owner, false, (*Server).deleteBucketTagging},
-	{onBucket, "GET", "versions", false, false}:   {"ListObjectVersions", gateway.Read, false, (*Server).listVersions},
-	{onBucket, "GET", "versioning", false, false}: {"GetBucketVersioning", gateway.Read, false, (*Server).getVersioning},
+	{onBucket, "PUT", "", false, false}:             {"CreateBucket", gateway.None, false, (*Server).createBucket},
+	{onBucket, "HEAD", "", false, false}:            {"HeadBucket", gateway.Read, false, (*Server).headBucket},
+	{onBucket, "DELETE", "", false, false}:          {"DeleteBucket", gateway.Owner, false, (*Server).deleteBucket},
+	{onBucket, "GET", "", false, false}:             {"ListObjects", gateway.Read, false, (*Server).listObjects},
+	{onBucket, "GET", "location", false, false}:     {"GetBucketLocation", gateway.Read, false, (*Server).location},
+	{onBucket, "GET", "uploads", false, false}:      {"ListMultipartUploads", gateway.Read, false, (*Server).listUploads},
+	{onBucket, "POST", "delete", false, false}:      {"DeleteObjects", gateway.Write, false, (*Server).deleteObjects},
+	{onBucket, "PUT", "cors", false, false}:         {"PutBucketCors", gateway.Owner, false, (*Server).putCORS},
+	{onBucket, "GET", "cors", false, false}:         {"GetBucketCors", gateway.Read, false, (*Server).getCORS},
+	{onBucket, "DELETE", "cors", false, false}:      {"DeleteBucketCors", gateway.Owner, false, (*Server).deleteCORS},
+	{onBucket, "PUT", "tagging", false, false}:      {"PutBucketTagging", gateway.Owner, false, (*Server).putBucketTagging},
+	{onBucket, "GET", "tagging", false, false}:      {"GetBucketTagging", gateway.Read, false, (*Server).getBucketTagging},
+	{onBucket, "DELETE", "tagging", false, false}:   {"DeleteBucketTagging", gateway.Owner, false, (*Server).deleteBucketTagging},
+	{onBucket, "PUT", "lifecycle", false, false}:    {"PutBucketLifecycleConfiguration", gateway.Owner, false, (*Server).putLifecycle},
+	{onBucket, "GET", "lifecycle", false, false}:    {"GetBucketLifecycleConfiguration", gateway.Read, false, (*Server).getLifecycle},
+	{onBucket, "DELETE", "lifecycle", false, false}: {"DeleteBucketLifecycle", gateway.Owner, false, (*Server).deleteLifecycle},
+	{onBucket, "GET", "versions", false, false}:     {"ListObjectVersions", gateway.Read, false, (*Server).listVersions},
+	{onBucket, "GET", "versioning", false, false}:   {"GetBucketVersioning", gateway.Read, false, (*Server).getVersioning},
 
 	{onObject, "PUT", "", false, false}:           {"PutObject", gateway.Write, false, (*Server).putObject},
 	{onObject, "PUT", "", false, true}:            {"CopyObject", gateway.Write, false, (*Server).copyObject},
@@ -199,32 +204,86 @@ func (s *Server) expectedOwner(q *request) bool {
 }
 
 // writeOps are the operations that store an object's bytes or metadata.
-var writeOps = map[string]bool{"PutObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "UploadPartCopy": true, "CompleteMultipartUpload": true}
+var writeOps = map[string]bool{"PutObject": true, "PostObject": true, "CopyObject": true, "CreateMultipartUpload": true, "UploadPart": true, "UploadPartCopy": true, "CompleteMultipartUpload": true}
 
 // conditionalOps are the writes that take If-None-Match: * and If-Match.
-var conditionalOps = map[string]bool{"PutObject": true, "CompleteMultipartUpload": true}
+var conditionalOps = map[string]bool{"PutObject": true, "PostObject": true, "CompleteMultipartUpload": true}
+
+// customerKeyOps are the operations that take a customer key
+// (x-amz-server-side-encryption-customer-*: SSE-C, sse.go), and
+// copySourceKeyOps those that take the copy source's.
+var (
+	customerKeyOps = map[string]bool{"PutObject": true, "GetObject": true, "HeadObject": true, "CopyObject": true,
+		"CreateMultipartUpload": true, "UploadPart": true, "UploadPartCopy": true, "CompleteMultipartUpload": true,
+		"ListParts": true, "GetObjectAttributes": true}
+	copySourceKeyOps = map[string]bool{"CopyObject": true, "UploadPartCopy": true}
+)
+
+// checksumParams are x-amz-checksum-* headers that name no checksum.
+var checksumParams = map[string]bool{"x-amz-checksum-mode": true, "x-amz-checksum-type": true, "x-amz-checksum-algorithm": true}
+
+// knownChecksums are the checksum algorithms the gateway computes.
+const knownChecksums = "CRC32, CRC32C, CRC64NVME, SHA1, SHA256, SHA512, MD5, XXHASH64, XXHASH3 and XXHASH128"
+
+// kmsRefusal is why SSE-KMS is refused.
+const kmsRefusal = "Server-side encryption with KMS keys (aws:kms, aws:kms:dsse) is refused: this gateway has no key management service configured. " +
+	"The grid encrypts every object with keys of its own (x-amz-server-side-encryption: AES256 is accepted and changes nothing); " +
+	"for a key of your own, use SSE-C (x-amz-server-side-encryption-customer-algorithm, -key, -key-MD5)."
 
 // checkHeaders refuses headers that ask for what the gateway does not do,
 // rather than ignore them and give a false guarantee.
 func checkHeaders(r *http.Request, opName string) error {
 	h := r.Header
-	for name := range h {
+	// A header or, in a presigned URL, a query parameter.
+	get := func(name string) string {
+		if v := h.Get(name); v != "" || r.URL == nil {
+			return v
+		}
+		for k, v := range r.URL.Query() {
+			if strings.EqualFold(k, name) && len(v) > 0 {
+				return v[0]
+			}
+		}
+		return ""
+	}
+	names := slices.Collect(maps.Keys(h))
+	if r.URL != nil {
+		// Presigned URLs may carry x-amz-* headers in their query.
+		for k := range r.URL.Query() {
+			names = append(names, k)
+		}
+	}
+	for _, name := range names {
 		ln := strings.ToLower(name)
 		switch {
-		case strings.HasPrefix(ln, "x-amz-server-side-encryption-customer-"),
-			strings.HasPrefix(ln, "x-amz-copy-source-server-side-encryption-customer-"):
-			return notImpl("Server-side encryption with customer keys (SSE-C) is not implemented: the grid encrypts every object with its own keys.")
+		case strings.HasPrefix(ln, customerKeyPrefix) && !customerKeyOps[opName]:
+			return notImpl(opName + " takes no customer key (x-amz-server-side-encryption-customer-*): SSE-C applies to object reads and writes only.")
+		case strings.HasPrefix(ln, copySourceKeyPrefix) && !copySourceKeyOps[opName]:
+			return notImpl(opName + " takes no copy source customer key (x-amz-copy-source-server-side-encryption-customer-*): only CopyObject and UploadPartCopy do.")
 		case ln == "x-amz-server-side-encryption-aws-kms-key-id", ln == "x-amz-server-side-encryption-context",
 			ln == "x-amz-server-side-encryption-bucket-key-enabled":
-			return notImpl("Server-side encryption with KMS keys is not implemented: the grid encrypts every object with its own keys.")
-		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(h.Get(name), "true"):
+			return notImpl(kmsRefusal)
+		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(get(name), "true"):
 			return notImpl("Object Lock is not implemented.")
 		case ln == "x-amz-website-redirect-location":
 			return notImpl("Website redirects are not implemented.")
+		case strings.HasPrefix(ln, "x-amz-checksum-") && !checksumParams[ln]:
+			if _, ok := checksumOf(ln); !ok {
+				return notImpl("Checksum " + ln + " is not implemented: the gateway checks " + knownChecksums + ".")
+			}
 		}
 	}
-	if sse := h.Get("x-amz-server-side-encryption"); sse != "" && sse != "AES256" {
-		return notImpl("Server-side encryption " + sse + " is not implemented: the grid encrypts every object with its own keys (AES256 is accepted).")
+	if a := get("x-amz-checksum-algorithm"); a != "" {
+		if _, ok := gateway.NewChecksum(strings.ToLower(a)); !ok {
+			return notImpl("Checksum algorithm " + a + " is not implemented: the gateway checks " + knownChecksums + ".")
+		}
+	}
+	switch sse := get("x-amz-server-side-encryption"); sse {
+	case "", "AES256":
+	case "aws:kms", "aws:kms:dsse":
+		return notImpl(kmsRefusal)
+	default:
+		return s3err("InvalidArgument", 400, "Server-side encryption "+sse+" is not valid: AES256 is accepted (the grid encrypts every object), aws:kms is refused (no key management service is configured).")
 	}
 	// x-amz-acl: private asks for what every object and bucket is
 	// anyway: clients that send it with every request are not refused.

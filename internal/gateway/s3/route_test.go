@@ -63,7 +63,7 @@ func TestRouting(t *testing.T) {
 		tc{"PUT", "/rtb/obj?uploads", "", nil, 501, "NotImplemented"},
 		tc{"GET", "/rtb?uploads&delete", "", nil, 501, "NotImplemented"})
 	for _, sub := range []string{"encryption", "policyStatus", "ownershipControls", "object-lock",
-		"versioning", "lifecycle", "website", "policy", "acl", "logging", "notification", "replication", "accelerate",
+		"versioning", "website", "policy", "acl", "logging", "notification", "replication", "accelerate",
 		"requestPayment", "analytics", "metrics", "inventory", "intelligent-tiering", "publicAccessBlock", "versions", "session"} {
 		// Served: ACLs, policies, Block Public Access, Object Ownership
 		// (access.go, ownership.go), and
@@ -84,9 +84,21 @@ func TestRouting(t *testing.T) {
 	good := base64.StdEncoding.EncodeToString([]byte{byte(sum >> 24), byte(sum >> 16), byte(sum >> 8), byte(sum)})
 	bad := base64.StdEncoding.EncodeToString([]byte{1, 2, 3, 4})
 	cases = append(cases,
-		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
-		tc{"GET", "/rtb/obj", "", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
+		// SSE-C over plain HTTP (sse_test.go has the rest), and where
+		// no operation takes it.
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 400, "InvalidRequest"},
+		tc{"GET", "/rtb/obj", "", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 400, "InvalidRequest"},
+		tc{"DELETE", "/rtb/obj", "", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
+		tc{"DELETE", "/rtb/obj?x-amz-server-side-encryption-customer-algorithm=AES256", "", nil, 501, "NotImplemented"},
+		tc{"GET", "/rtb/obj?x-amz-server-side-encryption-customer-algorithm=AES256", "", nil, 400, "InvalidRequest"},
+		tc{"PUT", "/rtb/obj?tagging", "<Tagging/>", []string{"x-amz-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-copy-source-server-side-encryption-customer-algorithm", "AES256"}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption", "aws:kms"}, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption", "aws:kms:dsse"}, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption-aws-kms-key-id", "k"}, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-server-side-encryption", "AES512"}, 400, "InvalidArgument"},
+		tc{"PUT", "/rtb/obj?x-amz-server-side-encryption=aws%3Akms", "evil", nil, 501, "NotImplemented"},
+		tc{"DELETE", "/rtb/obj?X-Amz-Acl=public-read", "", nil, 400, "InvalidArgument"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"If-None-Match", "*"}, 412, "PreconditionFailed"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"If-None-Match", `"x"`}, 501, "NotImplemented"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"If-Match", `"x"`}, 412, "PreconditionFailed"},

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/clock"
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/s3/sigv4"
 	"github.com/quilt-grid/quilt/internal/object"
@@ -47,6 +48,17 @@ type Options struct {
 	// is on for every bucket. The zero value blocks nothing: a bucket is
 	// public only where its owner grants so by ACL or policy.
 	BlockPublicAccess PublicAccessBlock
+	// AllowInsecureSSEC accepts customer keys (SSE-C) in requests over
+	// plain HTTP. S3 refuses them (400 InvalidRequest), as the gateway
+	// does by default: a key sent in the clear is a key given away. For
+	// a gateway behind a proxy that terminates TLS, and for tests.
+	AllowInsecureSSEC bool
+	// LifecycleEvery is how often RunLifecycle applies the buckets'
+	// lifecycle rules; default 1 h, negative: never.
+	LifecycleEvery time.Duration
+	// Clock is the time lifecycle rules are applied by (nil: the real
+	// clock); tests move a fake one by days.
+	Clock clock.Clock
 }
 
 // Server is the S3 API of a gateway.
@@ -54,6 +66,7 @@ type Server struct {
 	gw     *gateway.Gateway
 	opt    Options
 	log    *slog.Logger
+	clock  clock.Clock
 	active atomic.Int64
 }
 
@@ -71,7 +84,10 @@ func New(gw *gateway.Gateway, opt Options) *Server {
 	if opt.IdleTimeout <= 0 {
 		opt.IdleTimeout = 120 * time.Second
 	}
-	return &Server{gw: gw, opt: opt, log: opt.Logger}
+	if opt.LifecycleEvery == 0 {
+		opt.LifecycleEvery = time.Hour
+	}
+	return &Server{gw: gw, opt: opt, log: opt.Logger, clock: clock.Or(opt.Clock)}
 }
 
 // HTTPServer returns an http.Server serving s with its time limits: 30 s
@@ -170,6 +186,8 @@ func mapErr(err error) *Error {
 		return errPrecondition
 	case errors.Is(err, gateway.ErrBadPart):
 		return s3err("InvalidPart", 400, err.Error())
+	case keyErr(err, false) != nil:
+		return keyErr(err, false)
 	}
 	return errInternal
 }

@@ -2,8 +2,10 @@ package sigv4
 
 import (
 	"bytes"
+	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
 	"hash"
@@ -12,6 +14,9 @@ import (
 	"io"
 	"strings"
 	"sync"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // checksumPrefix starts the name of a header or trailer that carries a
@@ -38,6 +43,16 @@ func newChecksum(alg string) (h hash.Hash, display string, ok bool) {
 		return sha1.New(), "SHA1", true
 	case "sha256":
 		return sha256.New(), "SHA256", true
+	case "sha512":
+		return sha512.New(), "SHA512", true
+	case "md5":
+		return md5.New(), "MD5", true
+	case "xxhash64":
+		return xxhash.New(), "XXHASH64", true
+	case "xxhash3":
+		return xxh3.New(), "XXHASH3", true
+	case "xxhash128":
+		return xxh3.New128(), "XXHASH128", true
 	}
 	return nil, "", false
 }

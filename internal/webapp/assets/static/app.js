@@ -315,7 +315,7 @@
 			const tr = document.createElement('tr');
 			const cell = (t) => { const td = document.createElement('td'); td.textContent = t; tr.append(td); return td; };
 			cell(s.path);
-			cell(s.mode === 'upload' ? 'upload-only' : 'read-only' + (s.has_password ? ', password' : ''));
+			cell((s.mode === 'upload' ? 'upload-only' : 'read-only') + (s.has_password ? ', password' : '') + (s.expired ? ', expired' : ''));
 			const a = document.createElement('a');
 			if (/^https?:\/\//.test(s.url)) a.href = s.url;
 			a.textContent = s.url;
@@ -333,6 +333,6 @@
 			tb.append(tr);
 		}
 		shares.hidden = r.json.length === 0;
-		status.textContent = r.json.length === 0 ? 'You have no share links.' : r.json.length + ' links.';
+		status.textContent = r.json.length === 0 ? 'You have no share links.' : r.json.length + (r.json.length === 1 ? ' link.' : ' links.');
 	}
 })();
