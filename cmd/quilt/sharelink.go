@@ -9,6 +9,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/sftp"
 	"github.com/quilt-grid/quilt/internal/sharelink"
+	"github.com/quilt-grid/quilt/internal/webapp"
 	"github.com/quilt-grid/quilt/internal/webdav"
 )
 
@@ -60,6 +61,8 @@ func shareLinks(gw *gateway.Gateway, usersFile string, session func(r *http.Requ
 		OwnerActive: func(ctx context.Context, owner string) bool {
 			return gw.KnowsUser(owner) || knownUser(usersFile, owner)
 		},
+		// The web app's trash is its owner's alone.
+		Hidden: webapp.Hidden,
 		Logger: log,
 	})
 }

@@ -203,6 +203,25 @@ func TestShareLinksEndToEnd(t *testing.T) {
 	if code, b := asBob(base + "/api/shares/with-me/" + gr.ID + "/files/notes.md"); code != 200 || b != "# notes\n" {
 		t.Fatalf("bob reads: %d %q", code, b)
 	}
+	// The web app's trash stays its owner's, even with the whole drive
+	// shared.
+	if code, _, b := call(client, "MKCOL", dav+".quilt-trash", nil, nil, true); code != http.StatusCreated {
+		t.Fatalf("MKCOL .quilt-trash: %d %s", code, b)
+	}
+	if code, _, b := call(client, "PUT", dav+".quilt-trash/deleted.txt", strings.NewReader("deleted"), nil, true); code != http.StatusCreated {
+		t.Fatalf("PUT .quilt-trash/deleted.txt: %d %s", code, b)
+	}
+	code, _, b = call(client, "POST", base+"/api/shares/grants", strings.NewReader(`{"path":"/","with":"user:bob"}`), api, true)
+	var all sharelink.GrantInfo
+	if code != http.StatusCreated || json.Unmarshal([]byte(b), &all) != nil {
+		t.Fatalf("grant of the drive: %d %s", code, b)
+	}
+	if code, b := asBob(base + "/api/shares/with-me/" + all.ID + "/files"); code != 200 || !strings.Contains(b, `"docs"`) || strings.Contains(b, "quilt-trash") {
+		t.Fatalf("bob lists the drive: %d %s", code, b)
+	}
+	if code, b := asBob(base + "/api/shares/with-me/" + all.ID + "/files/.quilt-trash/deleted.txt"); code != http.StatusNotFound {
+		t.Fatalf("bob reads the trash: %d %q", code, b)
+	}
 
 	// No link without the owner's password; WebDAV still answers beside.
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/api/shares", strings.NewReader(`{"path":"/docs"}`))

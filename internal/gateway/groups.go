@@ -83,7 +83,8 @@ func (g *Gateway) Groups(ctx context.Context) ([]Group, error) {
 	return out, nil
 }
 
-// DeleteGroup removes a group, and takes its members out of it.
+// DeleteGroup removes a group, takes its members out of it and removes
+// the shares given to it (gateway.Grant).
 func (g *Gateway) DeleteGroup(ctx context.Context, name string) error {
 	if err := CheckName(name); err != nil {
 		return err
@@ -106,9 +107,15 @@ func (g *Gateway) DeleteGroup(ctx context.Context, name string) error {
 			}
 		}
 	}
-	return g.write(ctx, &g.registry, groupPath(name), func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
+	if err := g.write(ctx, &g.registry, groupPath(name), func(w *dag.Writer, a dag.Hash, h []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
 		return w.Entry(dag.Delete, a, h, n, nil), nil
-	})
+	}); err != nil {
+		return err
+	}
+	if err := g.deleteGrantsWith(ctx, "group:"+name); err != nil {
+		return fmt.Errorf("gateway: group %q removed, but not the shares with it: %w", name, err)
+	}
+	return nil
 }
 
 // SetMembership adds users to a group (add) or takes them out of it; the

@@ -230,3 +230,22 @@ func (g *Gateway) DeleteGrant(ctx context.Context, id string) error {
 		return w.Entry(dag.Delete, a, h, n, nil), nil
 	})
 }
+
+// deleteGrantsWith removes the grants given to with ("user:NAME" or
+// "group:NAME"), so that an account or group made later under the same
+// name does not inherit them.
+func (g *Gateway) deleteGrantsWith(ctx context.Context, with string) error {
+	gs, err := g.Grants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, gr := range gs {
+		if gr.With != with {
+			continue
+		}
+		if err := g.DeleteGrant(ctx, gr.ID); err != nil && !errors.Is(err, ErrNoGrant) {
+			return err
+		}
+	}
+	return nil
+}

@@ -423,7 +423,9 @@ func (g *Gateway) UpdateUser(ctx context.Context, name string, c UserChange) (Us
 }
 
 // DeleteUser removes an account and its S3 access key: its logins fail
-// from then on. The home bucket and its files are kept (an admin key
+// from then on. The shares given to the account (gateway.Grant) go too;
+// the shares it made stay but are not served while no account of the
+// name exists. The home bucket and its files are kept (an admin key
 // still reaches them) unless purge is set: then every object and
 // multipart upload in it is deleted, and the bucket too.
 func (g *Gateway) DeleteUser(ctx context.Context, name string, purge bool) error {
@@ -447,6 +449,9 @@ func (g *Gateway) DeleteUser(ctx context.Context, name string, purge bool) error
 	g.forget(name)
 	if err != nil {
 		return err
+	}
+	if err := g.deleteGrantsWith(ctx, "user:"+name); err != nil {
+		return fmt.Errorf("gateway: user %q removed, but not the shares with them: %w", name, err)
 	}
 	if rec.KeyID != "" {
 		if err := g.DeleteKey(ctx, rec.KeyID); err != nil && !errors.Is(err, ErrDenied) {

@@ -181,8 +181,28 @@ func TestAccounts(t *testing.T) {
 	if m := members(); m["staff"] != "alice,bob" || m["admins"] != "alice" {
 		t.Fatalf("groups %v", m)
 	}
+	// Shares given to a group or a user go with them: a group or account
+	// made later under the same name does not inherit them.
+	grantTo := func(id, with string) {
+		t.Helper()
+		if err := gw.PutGrant(ctx, gateway.Grant{ID: id, Owner: "alice", Bucket: "home-alice", Path: "docs", With: with, Perm: "read", Created: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grantGone := func(id string) bool {
+		t.Helper()
+		_, err := gw.Grant(ctx, id)
+		return errors.Is(err, gateway.ErrNoGrant)
+	}
+	grantTo("toStaff00000000000000000", "group:staff")
+	grantTo("toAdmins0000000000000000", "group:admins")
+	grantTo("toBob0000000000000000000", "user:bob")
+	grantTo("toAlice00000000000000000", "user:alice")
 	if err := gw.DeleteGroup(ctx, "staff"); err != nil {
 		t.Fatal(err)
+	}
+	if !grantGone("toStaff00000000000000000") || grantGone("toAdmins0000000000000000") || grantGone("toBob0000000000000000000") {
+		t.Fatal("deleting the group staff: its share should go, the others stay")
 	}
 	if m := members(); len(m) != 1 || m["admins"] != "alice" {
 		t.Fatalf("groups after deleting staff: %v", m)
@@ -204,6 +224,9 @@ func TestAccounts(t *testing.T) {
 	}
 	if err := auth("bob", "bob's password"); !errors.Is(err, gateway.ErrDenied) {
 		t.Fatalf("a removed user logged in: %v", err)
+	}
+	if !grantGone("toBob0000000000000000000") || grantGone("toAdmins0000000000000000") || grantGone("toAlice00000000000000000") {
+		t.Fatal("removing bob: the share with him should go, the others stay")
 	}
 	if _, err := gw.Key(ctx, bob.KeyID); !errors.Is(err, gateway.ErrDenied) {
 		t.Fatalf("a removed user's key: %v", err)

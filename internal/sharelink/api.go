@@ -190,7 +190,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, user, bucket st
 	}
 	info, err := t.Stat(r.Context(), p)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) || h.hidden(p):
 		apiError(w, http.StatusNotFound, "path: no such file or folder")
 		return
 	case err != nil:

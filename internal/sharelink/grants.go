@@ -47,6 +47,11 @@ type GrantInfo struct {
 	With    string `json:"with"` // "user:NAME" or "group:NAME"
 	Mode    string `json:"mode"` // "read" or "write"
 	Created string `json:"created"`
+	// Dir says whether the shared path is a folder (listed by GET of its
+	// files) or a file (sent by it); with-me fills it in.
+	Dir bool `json:"dir"`
+	// Gone says the shared path is no longer there (with-me only).
+	Gone bool `json:"gone,omitempty"`
 }
 
 func grantInfo(g gateway.Grant) GrantInfo {
@@ -102,17 +107,34 @@ func (h *Handler) serveGrants(w http.ResponseWriter, r *http.Request, user, buck
 		if !h.shareable(w, r, user, bucket, p) {
 			return
 		}
-		id := make([]byte, tokenBytes)
-		rand.Read(id)
-		g := gateway.Grant{ID: base64.RawURLEncoding.EncodeToString(id), Owner: user, Bucket: bucket, Path: p,
-			With: req.With, Perm: req.Mode, Created: h.cfg.Now().UTC().Truncate(time.Second)}
+		// The same path shared again with the same user or group changes
+		// the share there is (its mode), rather than adding a second one.
+		gs, ok := h.grants(w, r)
+		if !ok {
+			return
+		}
+		code := http.StatusCreated
+		var g gateway.Grant
+		for _, old := range gs {
+			if old.Owner == user && old.Bucket == bucket && old.Path == p && old.With == req.With {
+				g, code = old, http.StatusOK
+				break
+			}
+		}
+		if code == http.StatusCreated {
+			id := make([]byte, tokenBytes)
+			rand.Read(id)
+			g = gateway.Grant{ID: base64.RawURLEncoding.EncodeToString(id), Owner: user, Bucket: bucket, Path: p,
+				With: req.With, Created: h.cfg.Now().UTC().Truncate(time.Second)}
+		}
+		g.Perm = req.Mode
 		if err := h.cfg.Grants.PutGrant(ctx, g); err != nil {
 			h.cfg.Logger.Error("sharelink: storing a grant", "user", user, "err", err)
 			apiError(w, http.StatusServiceUnavailable, "the share could not be stored: "+err.Error())
 			return
 		}
 		h.cfg.Logger.Info("sharelink: shared", "user", user, "path", p, "with", g.With, "mode", g.Perm)
-		writeJSON(w, http.StatusCreated, grantInfo(g))
+		writeJSON(w, code, grantInfo(g))
 	case len(rest) == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		gs, ok := h.grants(w, r)
 		if !ok {
@@ -156,7 +178,7 @@ func (h *Handler) shareable(w http.ResponseWriter, r *http.Request, user, bucket
 	}
 	info, err := t.Stat(r.Context(), p)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) || h.hidden(p):
 		apiError(w, http.StatusNotFound, "path: no such file or folder")
 		return false
 	case err != nil:
@@ -218,7 +240,9 @@ func (h *Handler) serveWithMe(w http.ResponseWriter, r *http.Request, user strin
 		out := []GrantInfo{}
 		for _, g := range gs {
 			if g.Owner != user && h.mine(ctx, g, user) && (h.cfg.OwnerActive == nil || h.cfg.OwnerActive(ctx, g.Owner)) {
-				out = append(out, grantInfo(g))
+				gi := grantInfo(g)
+				gi.Dir, gi.Gone = h.kind(ctx, g)
+				out = append(out, gi)
 			}
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -240,6 +264,20 @@ func (h *Handler) serveWithMe(w http.ResponseWriter, r *http.Request, user strin
 	h.grantFiles(w, r, user, g, rest[2:])
 }
 
+// kind says whether grant g's path is a folder, or is gone (not there,
+// a symbolic link, or its bucket not reachable).
+func (h *Handler) kind(ctx context.Context, g gateway.Grant) (dir, gone bool) {
+	t, err := h.tree(ctx, g.Bucket)
+	if err != nil {
+		return false, true
+	}
+	info, err := t.Stat(ctx, g.Path)
+	if err != nil || info.Mode&fs.ModeSymlink != 0 || h.hidden(g.Path) {
+		return false, true
+	}
+	return info.IsDir(), false
+}
+
 // FileInfo is an entry of a shared folder as the API lists it.
 type FileInfo struct {
 	Name     string `json:"name"`
@@ -259,11 +297,11 @@ func (h *Handler) grantFiles(w http.ResponseWriter, r *http.Request, user string
 		return
 	}
 	root, err := t.Stat(ctx, g.Path)
-	if err != nil || root.Mode&fs.ModeSymlink != 0 || (len(sub) > 0 && !root.IsDir()) {
+	p := path.Join(append([]string{g.Path}, sub...)...)
+	if err != nil || root.Mode&fs.ModeSymlink != 0 || (len(sub) > 0 && !root.IsDir()) || h.hidden(g.Path) || h.hidden(p) {
 		apiError(w, http.StatusNotFound, "no such file in this share")
 		return
 	}
-	p := path.Join(append([]string{g.Path}, sub...)...)
 	write := r.Method == http.MethodPut || r.Method == http.MethodDelete
 	if write && g.Perm != PermWrite {
 		apiError(w, http.StatusForbidden, "this share is read-only")
@@ -288,7 +326,7 @@ func (h *Handler) grantFiles(w http.ResponseWriter, r *http.Request, user string
 		}
 		out := []FileInfo{}
 		for _, e := range list {
-			if e.Mode&fs.ModeSymlink != 0 {
+			if e.Mode&fs.ModeSymlink != 0 || h.hidden(e.Path) {
 				continue
 			}
 			fi := FileInfo{Name: e.Name(), Dir: e.IsDir(), Size: e.Size}
@@ -312,6 +350,8 @@ func (h *Handler) grantFiles(w http.ResponseWriter, r *http.Request, user string
 		switch {
 		case errors.Is(err, errTooLarge):
 			apiError(w, http.StatusRequestEntityTooLarge, "over "+humanSize(h.cfg.MaxUpload))
+		case errors.Is(err, gateway.ErrQuota):
+			apiError(w, http.StatusInsufficientStorage, "the owner's drive is full: "+err.Error())
 		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, tree.ErrNotDir):
 			apiError(w, http.StatusConflict, "the folder to write into is not there")
 		case errors.Is(err, tree.ErrIsDir):

@@ -234,7 +234,7 @@ func (h *Handler) target(w http.ResponseWriter, r *http.Request, l gateway.Share
 	p := path.Join(append([]string{l.Path}, sub...)...)
 	info, err := t.Stat(r.Context(), p)
 	switch {
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrInvalid) || err == nil && info.Mode&fs.ModeSymlink != 0:
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrInvalid) || err == nil && info.Mode&fs.ModeSymlink != 0 || h.hidden(p) || h.hidden(l.Path):
 		if len(sub) == 0 {
 			h.notFound(w, r) // the shared thing itself is gone
 		} else {
@@ -312,7 +312,7 @@ func (h *Handler) view(w http.ResponseWriter, r *http.Request, l gateway.ShareLi
 	crumbs[len(crumbs)-1].URL = ""
 	p := page{Title: name, Base: base, Name: name, Crumbs: crumbs, ZipURL: subURL(base, "download", sub)}
 	for _, e := range list {
-		if e.Mode&fs.ModeSymlink != 0 {
+		if e.Mode&fs.ModeSymlink != 0 || h.hidden(e.Path) {
 			continue
 		}
 		child := append(append([]string(nil), sub...), e.Name())

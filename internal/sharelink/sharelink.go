@@ -24,7 +24,9 @@
 // An unknown, malformed, expired or revoked token gets the same 404 page,
 // so a guess learns nothing. Paths under a shared folder are checked
 // element by element (no empty, "." or ".." element, however escaped) and
-// symbolic links are neither listed nor followed. See docs/files.md.
+// symbolic links are neither listed nor followed. Paths Config.Hidden
+// names (the web app's trash) are kept from links and grants alike. See
+// docs/files.md.
 package sharelink
 
 import (
@@ -75,6 +77,11 @@ type Config struct {
 	// OwnerActive, if set, says whether a link's owner may still share:
 	// a link of an owner it refuses answers as a revoked one.
 	OwnerActive func(ctx context.Context, owner string) bool
+	// Hidden, if set, says whether a path of a bucket's tree ("a/b") is
+	// kept from links and shares: the web app's trash (webapp.Hidden).
+	// Such a path is not shared, listed, zipped, read nor written through
+	// a link or a grant: it answers as one that is not there.
+	Hidden func(p string) bool
 	// BaseURL is the public URL of the listener ("https://files.example"),
 	// used in the links' URLs; "" takes the scheme and Host of the
 	// request that makes or lists them.
@@ -205,6 +212,12 @@ func (h *Handler) tree(ctx context.Context, bucket string) (*tree.Tree, error) {
 	}
 	h.mu.Unlock()
 	return t, nil
+}
+
+// hidden reports whether tree path p is kept from links and shares
+// (Config.Hidden).
+func (h *Handler) hidden(p string) bool {
+	return h.cfg.Hidden != nil && h.cfg.Hidden(p)
 }
 
 // linkURL is the public URL of a token.

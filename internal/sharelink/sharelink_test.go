@@ -101,6 +101,7 @@ func newFixture(t *testing.T) *fixture {
 			return name == "staff" || name == "band"
 		},
 		OwnerActive: func(ctx context.Context, owner string) bool { _, gone := f.gone.Load(owner); return !gone },
+		Hidden:      func(p string) bool { return p == ".trash" || strings.HasPrefix(p, ".trash/") },
 		MaxUpload:   maxUpload,
 		Now:         f.clock.Now,
 	})
@@ -623,6 +624,19 @@ func TestShareLinks(t *testing.T) {
 		if !has(withMe("bob"), docs.ID) || has(withMe("carol"), docs.ID) || has(withMe("alice"), docs.ID) {
 			t.Fatal("with-me lists the grant to the wrong users")
 		}
+		for _, g := range withMe("bob") {
+			if g.ID == docs.ID && (!g.Dir || g.Gone) {
+				t.Fatalf("with-me: a folder's grant says dir %v, gone %v", g.Dir, g.Gone)
+			}
+		}
+		report := grant("alice", `{"path":"/docs/report.txt","with":"user:bob"}`, http.StatusCreated)
+		for _, g := range withMe("bob") {
+			if g.ID == report.ID && (g.Dir || g.Gone) {
+				t.Fatalf("with-me: a file's grant says dir %v, gone %v", g.Dir, g.Gone)
+			}
+		}
+		want(t, "bob reads the shared file", f.do("GET", "/api/shares/with-me/"+report.ID+"/files", "bob", nil, nil), http.StatusOK, "the quarterly report")
+		want(t, "alice removes the file's grant", f.do("DELETE", "/api/shares/grants/"+report.ID, "alice", nil, csrf), http.StatusNoContent)
 		r := f.do("GET", "/api/shares/grants", "alice", nil, nil)
 		want(t, "alice's grants", r, http.StatusOK, docs.ID)
 		want(t, "bob's grants", f.do("GET", "/api/shares/grants", "bob", nil, nil), http.StatusOK)
@@ -636,6 +650,27 @@ func TestShareLinks(t *testing.T) {
 			t.Fatalf("bob reads: %d %q", r.code, r.body)
 		}
 		want(t, "bob writes a read share", f.do("PUT", files+"/x.txt", "bob", strings.NewReader("x"), csrf), http.StatusForbidden)
+		// Shared again with bob: the same share, its mode changed; no
+		// second one.
+		again := grant("alice", `{"path":"/docs/","with":"user:bob","mode":"write"}`, http.StatusOK)
+		if again.ID != docs.ID || again.Mode != "write" {
+			t.Fatalf("shared again: %+v", again)
+		}
+		n := 0
+		for _, g := range withMe("bob") {
+			if g.Path == "/docs" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("shared twice: bob has %d shares of /docs", n)
+		}
+		want(t, "bob writes the share made write", f.do("PUT", files+"/x.txt", "bob", strings.NewReader("x"), csrf), http.StatusCreated)
+		want(t, "bob deletes it", f.do("DELETE", files+"/x.txt", "bob", nil, csrf), http.StatusNoContent)
+		if g := grant("alice", `{"path":"/docs","with":"user:bob","mode":"read"}`, http.StatusOK); g.ID != docs.ID || g.Mode != "read" {
+			t.Fatalf("made read again: %+v", g)
+		}
+		want(t, "bob writes the share made read again", f.do("PUT", files+"/x.txt", "bob", strings.NewReader("x"), csrf), http.StatusForbidden)
 		want(t, "carol reads bob's", f.do("GET", files, "carol", nil, nil), http.StatusNotFound)
 		want(t, "nobody reads", f.do("GET", files, "", nil, nil), http.StatusUnauthorized)
 		for _, p := range []string{"/..", "/%2e%2e/secret/keys.txt", "/..%2Fsecret%2Fkeys.txt"} {
@@ -685,6 +720,92 @@ func TestShareLinks(t *testing.T) {
 		if got := decodeQR(t, r.body); got != l.URL {
 			t.Fatalf("the QR code says %q, want %q", got, l.URL)
 		}
+	})
+
+	// A path Config.Hidden reports (the web app's trash) is kept from
+	// links and grants to the whole bucket: not listed, zipped, read,
+	// written nor shared itself.
+	t.Run("Hidden", func(t *testing.T) {
+		f.put("alice-files", ".trash/deleted.txt", "deleted, not shared")
+		l := f.create("alice", map[string]string{"path": "/"})
+		base := "/s/" + l.Token
+		r := f.do("GET", base, "", nil, nil)
+		want(t, "the bucket's link", r, http.StatusOK, "docs")
+		if strings.Contains(r.body, ".trash") {
+			t.Fatal("a link's listing shows the hidden folder")
+		}
+		for _, p := range []string{"/view/.trash", "/view/.trash/", "/download/.trash/deleted.txt", "/download/.trash", "/view/%2etrash"} {
+			if r := f.do("GET", base+p, "", nil, nil); r.code != http.StatusNotFound || strings.Contains(r.body, "deleted") {
+				t.Errorf("a link's %s: %d", p, r.code)
+			}
+		}
+		r = f.do("GET", base+"/download", "", nil, nil)
+		zr, err := zip.NewReader(strings.NewReader(r.body), int64(len(r.body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, zf := range zr.File {
+			if strings.HasPrefix(zf.Name, ".trash") {
+				t.Fatalf("the bucket's zip holds %s", zf.Name)
+			}
+		}
+		want(t, "a link to the hidden folder", f.do("POST", "/api/shares", "alice", strings.NewReader(`{"path":"/.trash/deleted.txt"}`), csrf), http.StatusNotFound)
+		want(t, "a grant of the hidden folder", f.do("POST", "/api/shares/grants", "alice", strings.NewReader(`{"path":"/.trash","with":"user:bob"}`), csrf), http.StatusNotFound)
+
+		r = f.do("POST", "/api/shares/grants", "alice", strings.NewReader(`{"path":"/","with":"user:bob","mode":"write"}`), csrf)
+		want(t, "a grant of the bucket", r, http.StatusCreated)
+		var g sharelink.GrantInfo
+		json.Unmarshal([]byte(r.body), &g)
+		files := "/api/shares/with-me/" + g.ID + "/files"
+		r = f.do("GET", files, "bob", nil, nil)
+		want(t, "bob lists alice's bucket", r, http.StatusOK, `"name":"docs"`)
+		if strings.Contains(r.body, ".trash") {
+			t.Fatal("a grant's listing shows the hidden folder")
+		}
+		want(t, "bob lists the hidden folder", f.do("GET", files+"/.trash", "bob", nil, nil), http.StatusNotFound)
+		want(t, "bob reads in the hidden folder", f.do("GET", files+"/.trash/deleted.txt", "bob", nil, nil), http.StatusNotFound)
+		want(t, "bob writes in the hidden folder", f.do("PUT", files+"/.trash/new.txt", "bob", strings.NewReader("x"), csrf), http.StatusNotFound)
+		want(t, "bob deletes in the hidden folder", f.do("DELETE", files+"/.trash/deleted.txt", "bob", nil, csrf), http.StatusNotFound)
+		if _, err := f.trees["alice-files"].Stat(context.Background(), ".trash/deleted.txt"); err != nil {
+			t.Fatal("the hidden file went:", err)
+		}
+		want(t, "alice removes the grant", f.do("DELETE", "/api/shares/grants/"+g.ID, "alice", nil, csrf), http.StatusNoContent)
+
+		up := f.create("alice", map[string]string{"path": "/", "mode": "upload"})
+		body, ctype := form(t, map[string]string{".trash": "x"}, []string{".trash"})
+		want(t, "an upload link's file named as the hidden folder", f.do("POST", "/s/"+up.Token+"/upload", "", body, map[string]string{"Content-Type": ctype}), http.StatusBadRequest)
+	})
+
+	// A write into a drive that is full, through a share with a user or
+	// an upload link, is 507 with the reason, not 503 as if the server
+	// were down; one that fits is stored.
+	t.Run("Quota", func(t *testing.T) {
+		ctx := context.Background()
+		if err := f.gw.CreateBucket(ctx, "dave-files", ""); err != nil {
+			t.Fatal(err)
+		}
+		f.trees["dave-files"] = f.gw.Tree("dave-files")
+		if _, _, err := f.gw.CreateUser(ctx, gateway.NewUser{Name: "dave", Password: "dave's long password", Quota: 1000, Home: "dave-files"}); err != nil {
+			t.Fatal(err)
+		}
+		f.put("dave-files", "drop/first.txt", "x")
+		const id = "daveDrop0000000000000000"
+		if err := f.gw.PutGrant(ctx, gateway.Grant{ID: id, Owner: "dave", Bucket: "dave-files", Path: "drop", With: "user:bob", Perm: "write", Created: f.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		files := "/api/shares/with-me/" + id + "/files"
+		want(t, "bob writes past dave's quota", f.do("PUT", files+"/big.bin", "bob", strings.NewReader(strings.Repeat("b", 2000)), csrf), http.StatusInsufficientStorage, "full")
+		if _, err := f.trees["dave-files"].Stat(ctx, "drop/big.bin"); err == nil {
+			t.Fatal("a file over the quota was stored")
+		}
+		want(t, "bob writes within dave's quota", f.do("PUT", files+"/small.bin", "bob", strings.NewReader("small"), csrf), http.StatusCreated)
+
+		const token = "daveLink0000000000000000"
+		if err := f.gw.PutShare(ctx, gateway.ShareLink{Token: token, Owner: "dave", Bucket: "dave-files", Path: "drop", Mode: sharelink.ModeUpload, Created: f.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		body, ctype := form(t, map[string]string{"big.bin": strings.Repeat("u", 2000)}, []string{"big.bin"})
+		want(t, "an upload link past dave's quota", f.do("POST", "/s/"+token+"/upload", "", body, map[string]string{"Content-Type": ctype}), http.StatusInsufficientStorage, "full")
 	})
 
 	// Last: it leaves 127.0.0.1 limited for a minute of the clock.

@@ -27,7 +27,7 @@ func (h *Handler) zipFolder(w http.ResponseWriter, r *http.Request, t *tree.Tree
 		return
 	}
 	zw := zip.NewWriter(w)
-	err := addDir(r.Context(), zw, t, info.Path, "")
+	err := addDir(r.Context(), zw, t, info.Path, "", h.hidden)
 	if err == nil {
 		err = zw.Close()
 	}
@@ -45,14 +45,14 @@ var stored = map[string]bool{".jpg": true, ".jpeg": true, ".png": true, ".gif": 
 	".pdf": true, ".docx": true, ".xlsx": true, ".pptx": true, ".odt": true, ".ods": true, ".epub": true}
 
 // addDir adds the files and folders under dir to zw, their names under
-// prefix. Symbolic links are left out.
-func addDir(ctx context.Context, zw *zip.Writer, t *tree.Tree, dir, prefix string) error {
+// prefix. Symbolic links, and the paths hide reports, are left out.
+func addDir(ctx context.Context, zw *zip.Writer, t *tree.Tree, dir, prefix string, hide func(string) bool) error {
 	list, err := t.ReadDirAll(ctx, dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range list {
-		if e.Mode&fs.ModeSymlink != 0 {
+		if e.Mode&fs.ModeSymlink != 0 || hide(e.Path) {
 			continue
 		}
 		name := prefix + e.Name()
@@ -60,7 +60,7 @@ func addDir(ctx context.Context, zw *zip.Writer, t *tree.Tree, dir, prefix strin
 			if _, err := zw.CreateHeader(&zip.FileHeader{Name: name + "/", Modified: e.ModTime, Method: zip.Store}); err != nil {
 				return err
 			}
-			if err := addDir(ctx, zw, t, e.Path, name+"/"); err != nil {
+			if err := addDir(ctx, zw, t, e.Path, name+"/", hide); err != nil {
 				return err
 			}
 			continue
@@ -164,6 +164,10 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, l gateway.Share
 			continue
 		}
 		name, ok := uploadName(part.FileName())
+		if ok && h.hidden(path.Join(info.Path, name)) {
+			answer(http.StatusBadRequest, fmt.Sprintf("%q is a name the drive keeps for itself.", name))
+			return
+		}
 		if !ok {
 			answer(http.StatusBadRequest, fmt.Sprintf("%q is not a usable file name.", part.FileName()))
 			return
@@ -183,6 +187,9 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request, l gateway.Share
 			return
 		case errors.Is(err, fs.ErrExist):
 			answer(http.StatusConflict, name+" appeared at the same moment from elsewhere; send it again.")
+			return
+		case errors.Is(err, gateway.ErrQuota):
+			answer(http.StatusInsufficientStorage, name+" does not fit: the drive it goes to is full.")
 			return
 		case err != nil:
 			h.cfg.Logger.Error("sharelink: upload", "bucket", l.Bucket, "name", final, "err", err)

@@ -2,6 +2,8 @@ package webapp
 
 import (
 	"net/http"
+	"regexp"
+	"strings"
 )
 
 // maxUsageScan bounds the keys the storage page counts itself when there
@@ -77,5 +79,43 @@ func (q *request) sharesPage() {
 		q.fail(http.StatusNotFound, "Share links are not enabled on this server.")
 		return
 	}
-	q.h.render(q.w, q.r, q.s, http.StatusOK, "shares", "Share links", nil)
+	q.h.render(q.w, q.r, q.s, http.StatusOK, "shares", "Shares", nil)
 }
+
+// sharedData is the Shared with me page's: a share's ID and the path
+// under it the page's script opens ("" for the list of shares).
+type sharedData struct {
+	ID, Path string
+}
+
+// sharedPage shows what other users shared with this one: the page's
+// script lists /api/shares/with-me, and with ?id=ID&path=SUB browses a
+// share's folder, downloads its files and, for a write share, uploads
+// into it.
+func (q *request) sharedPage() {
+	if q.h.cfg.Shares == nil {
+		q.fail(http.StatusNotFound, "Sharing is not enabled on this server.")
+		return
+	}
+	v := q.r.URL.Query()
+	d := sharedData{ID: v.Get("id"), Path: strings.Trim(v.Get("path"), "/")}
+	if !shareID.MatchString(d.ID) && d.ID != "" {
+		q.fail(http.StatusNotFound, "Nothing is shared with you under that ID.")
+		return
+	}
+	if d.Path != "" {
+		for _, e := range strings.Split(d.Path, "/") {
+			if e == "" || e == "." || e == ".." || strings.ContainsRune(e, 0) {
+				q.fail(http.StatusBadRequest, "That path has an empty, . or .. element.")
+				return
+			}
+		}
+	}
+	if d.ID == "" {
+		d.Path = ""
+	}
+	q.h.render(q.w, q.r, q.s, http.StatusOK, "shared", "Shared with me", d)
+}
+
+// shareID is the form of a share's ID (random URL-safe base64).
+var shareID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

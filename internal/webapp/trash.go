@@ -24,6 +24,14 @@ import (
 // it. Through WebDAV, SFTP and S3 the folder shows as it is.
 const trashDir = ".quilt-trash"
 
+// Hidden reports whether a path of a drive's tree ("a/b", no leading
+// slash) is the app's own: the trash or under it. Other front ends that
+// show a drive to people other than its owner (share links, shares with
+// users) keep such paths from them.
+func Hidden(p string) bool {
+	return p == trashDir || strings.HasPrefix(p, trashDir+"/")
+}
+
 // trashRecord is what the trash keeps of a deleted item.
 type trashRecord struct {
 	Path    string    `json:"path"`    // where it was, tree form

@@ -83,8 +83,9 @@ type Config struct {
 	// Grid returns the grid's state for the admins' grid page. Nil: no
 	// grid page.
 	Grid func(ctx context.Context) (GridStatus, error)
-	// Shares serves /api/shares (the share links' JSON API). Nil: no
-	// share UI. The handler does not route to it: the mux in front does;
+	// Shares serves /api/shares (the share links' JSON API, and the
+	// shares between users and groups under /api/shares/grants and
+	// /api/shares/with-me). Nil: no share UI. The handler does not route to it: the mux in front does;
 	// the handler only shows the buttons and pages that call it.
 	Shares http.Handler
 	// SpoolDir holds uploads in progress ("": a directory of its own
@@ -296,6 +297,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.grid()
 	case p == "/shares":
 		req.sharesPage()
+	case p == "/shared":
+		req.sharedPage()
 	case p == "/api/folders":
 		req.folderAPI()
 	case p == "/api/uploads" || strings.HasPrefix(p, "/api/uploads/"):

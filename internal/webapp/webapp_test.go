@@ -941,3 +941,70 @@ func TestWebappPages(t *testing.T) {
 		t.Fatalf("app.js: %d", resp.StatusCode)
 	}
 }
+
+// TestWebappSharedPages: the share dialog's form for users and groups,
+// the Shares page's table of them, and the Shared with me page (its list,
+// and a share's folder by ?id=&path=, bad ones refused), only when
+// sharing is on.
+func TestWebappSharedPages(t *testing.T) {
+	f := newFixture(t, func(c *webapp.Config) { c.Shares = http.NotFoundHandler() })
+	alice := f.browser(t)
+	alice.login("alice")
+	out := alice.want(200, "GET", "/files/alice/", nil)
+	for _, s := range []string{`href="/shared"`, `id="grant-form"`, `id="grant-kind"`, `id="grant-name"`, `name="perm" value="write"`, `id="grant-create"`} {
+		if !strings.Contains(out, s) {
+			t.Fatalf("folder page lacks %q", s)
+		}
+	}
+	if out := alice.want(200, "GET", "/shares", nil); !strings.Contains(out, `id="grants"`) || !strings.Contains(out, `id="shares"`) {
+		t.Fatal("the Shares page lacks the table of shares with users and groups")
+	}
+	out = alice.want(200, "GET", "/shared", nil)
+	if !strings.Contains(out, `id="with-me"`) || strings.Contains(out, `id="shared-listing"`) || !strings.Contains(out, `data-id=""`) {
+		t.Fatalf("Shared with me: %.3000s", out)
+	}
+	out = alice.want(200, "GET", "/shared?id=Ab-_9&path=/a/b%20c/", nil)
+	for _, s := range []string{`data-id="Ab-_9"`, `data-path="a/b c"`, `id="shared-listing"`, `id="shared-upload" class="upload" aria-labelledby="shared-upload-h" hidden`} {
+		if !strings.Contains(out, s) {
+			t.Fatalf("a share's folder page lacks %q: %.3000s", s, out)
+		}
+	}
+	// An element that is markup is escaped, not markup.
+	if out := alice.want(200, "GET", "/shared?id=x&path=%3Cb%3E%22", nil); strings.Contains(out, "<b>") || !strings.Contains(out, `data-path="&lt;b&gt;&#34;"`) {
+		t.Fatalf("path not escaped: %.3000s", out)
+	}
+	// The path is ignored without an ID.
+	if out := alice.want(200, "GET", "/shared?path=a", nil); !strings.Contains(out, `data-path=""`) {
+		t.Fatal("a path without an ID")
+	}
+	alice.want(404, "GET", "/shared?id=a/b", nil)
+	alice.want(404, "GET", "/shared?id=%3Cscript%3E", nil)
+	for _, p := range []string{"a/../b", "..", "a//b", "a/./b", "a%00b"} {
+		alice.want(400, "GET", "/shared?id=x&path="+p, nil)
+	}
+	// Logged out: to the login form.
+	anon := f.browser(t)
+	if resp, _ := anon.do("GET", "/shared", nil); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login?next=") {
+		t.Fatalf("logged out: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	// Without sharing: no page and no link to it.
+	f.cfg.Shares = nil
+	f.start(t)
+	alice = f.browser(t)
+	alice.login("alice")
+	if out := alice.want(200, "GET", "/files/alice/", nil); strings.Contains(out, `href="/shared"`) || strings.Contains(out, "grant-form") {
+		t.Fatal("sharing UI without sharing")
+	}
+	alice.want(404, "GET", "/shared", nil)
+}
+
+// TestHidden: the trash, and only it, is kept from other front ends.
+func TestHidden(t *testing.T) {
+	for p, want := range map[string]bool{".quilt-trash": true, ".quilt-trash/20300102T030405Z-0123456789ab": true,
+		".quilt-trashy": false, "a/.quilt-trash": false, "": false, "docs": false} {
+		if webapp.Hidden(p) != want {
+			t.Errorf("Hidden(%q) = %v", p, !want)
+		}
+	}
+}

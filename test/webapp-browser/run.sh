@@ -5,7 +5,9 @@
 # `quilt user add bob --password ...` against the running grid (his home
 # bucket home-bob), so that the script can check that one user cannot
 # reach another's files by changing a URL; the first admin, quilt, does
-# the rest (uploads, share links, the grid page). Installs what it needs
+# the rest (uploads, share links, the grid page). Makes the group crew
+# with bob in it (`quilt user group add` and `join`), for a share with a
+# group. Installs what it needs
 # (Debian's chromium; nodejs and npm if missing; playwright-core with npm
 # ci in this directory) and fails, never skips, if it cannot.
 set -euo pipefail
@@ -53,6 +55,12 @@ for _ in $(seq 1 60); do
 	sleep 0.5
 done
 [ "$code" = 207 ] || { echo "bob's WebDAV login: HTTP $code"; exit 1; }
+
+say "adding the group crew, with bob"
+QUILT_HOME="$work/home" QUILT_GRID= "$work/quilt" user group add crew
+QUILT_HOME="$work/home" QUILT_GRID= "$work/quilt" user group join crew bob
+out=$(QUILT_HOME="$work/home" QUILT_GRID= "$work/quilt" user group list)
+grep -q '^crew  *bob$' <<<"$out" || { echo "$out"; echo "quilt user group list does not show crew with bob"; exit 1; }
 
 say "browser"
 QUILT_WEB_URL=$QUILT_WEB_URL QUILT_USER=$QUILT_WEBDAV_USER QUILT_PASSWORD=$QUILT_WEBDAV_PASSWORD \

@@ -1,5 +1,6 @@
 // Quilt's web app: uploads (drag and drop, pickers, resumable chunks),
-// the share dialog and the share links page. Everything else is plain
+// the share dialog (links, and shares with users and groups), the Shares
+// page and the Shared with me page. Everything else is plain
 // links and forms that work without this script.
 (function () {
 	'use strict';
@@ -274,7 +275,31 @@
 			err.hidden = true;
 			result.hidden = true;
 			document.getElementById('share-create').hidden = false;
+			gform.reset();
+			gerr.hidden = true;
+			gdone.textContent = '';
 			dlg.showModal();
+		});
+		const gform = document.getElementById('grant-form');
+		const gerr = document.getElementById('grant-error');
+		const gdone = document.getElementById('grant-done');
+		gform.addEventListener('submit', async (e) => {
+			e.preventDefault();
+			gerr.hidden = true;
+			gdone.textContent = '';
+			const fd = new FormData(gform);
+			const name = String(fd.get('name') || '').trim();
+			const r = await api('POST', '/api/shares/grants', { path: sharePath, with: fd.get('kind') + ':' + name, mode: fd.get('perm') });
+			if (r.status !== 201 && r.status !== 200) {
+				gerr.textContent = r.json.error || ('Could not share (HTTP ' + r.status + ').');
+				gerr.hidden = false;
+				return;
+			}
+			const how = r.json.mode === 'write' ? 'read and write' : 'read-only';
+			// 200: it was shared with them already; its mode is changed.
+			gdone.textContent = r.status === 201 ? `Shared ${r.json.path} with the ${fd.get('kind')} ${name}, ${how}.`
+				: `${r.json.path} was shared with the ${fd.get('kind')} ${name} already: now ${how}.`;
+			document.getElementById('grant-name').value = '';
 		});
 		document.getElementById('share-close').addEventListener('click', () => dlg.close());
 		form.addEventListener('submit', async (e) => {
@@ -334,5 +359,241 @@
 		}
 		shares.hidden = r.json.length === 0;
 		status.textContent = r.json.length === 0 ? 'You have no share links.' : r.json.length + (r.json.length === 1 ? ' link.' : ' links.');
+	}
+
+	// ---- shares with users and groups, on the Shares page ----
+	const grants = document.getElementById('grants');
+	if (grants) loadGrants();
+	async function loadGrants() {
+		const status = document.getElementById('grants-status');
+		const r = await api('GET', '/api/shares/grants');
+		if (r.status !== 200 || !Array.isArray(r.json)) {
+			status.textContent = 'Could not read your shares: ' + (r.json.error || ('HTTP ' + r.status));
+			return;
+		}
+		const tb = grants.querySelector('tbody');
+		tb.textContent = '';
+		let n = r.json.length;
+		const count = () => { status.textContent = n === 0 ? 'You share nothing with users or groups.' : n + (n === 1 ? ' share.' : ' shares.'); };
+		for (const g of r.json) {
+			const tr = document.createElement('tr');
+			const cell = (t) => { const td = document.createElement('td'); td.textContent = t; tr.append(td); return td; };
+			cell(g.path);
+			cell(g.with.replace(/^user:/, 'user ').replace(/^group:/, 'group '));
+			cell(g.mode === 'write' ? 'read and write' : 'read-only');
+			cell(new Date(g.created).toLocaleString()).className = 'date';
+			const b = document.createElement('button');
+			b.type = 'button'; b.className = 'act danger'; b.textContent = 'Remove';
+			b.setAttribute('aria-label', 'Remove the share of ' + g.path + ' with ' + g.with);
+			b.addEventListener('click', async () => {
+				const d = await api('DELETE', '/api/shares/grants/' + encodeURIComponent(g.id));
+				if (d.status === 204) {
+					tr.remove(); n--; count();
+					status.textContent = 'Removed the share of ' + g.path + ' with ' + g.with + '. ' + status.textContent;
+					if (n === 0) grants.hidden = true;
+				} else status.textContent = 'Could not remove: ' + (d.json.error || ('HTTP ' + d.status));
+			});
+			cell('').append(b);
+			tb.append(tr);
+		}
+		grants.hidden = n === 0;
+		count();
+	}
+
+	// ---- Shared with me ----
+	const shared = document.getElementById('shared');
+	if (shared) loadShared(shared);
+	function esc(p) { return p.split('/').filter((e) => e !== '').map(encodeURIComponent).join('/'); }
+	function sharedURL(id, sub) { return '/shared?id=' + encodeURIComponent(id) + (sub ? '&path=' + encodeURIComponent(sub) : ''); }
+	function filesURL(id, sub) { return '/api/shares/with-me/' + encodeURIComponent(id) + '/files' + (sub ? '/' + esc(sub) : ''); }
+	async function loadShared(root) {
+		const status = document.getElementById('shared-status');
+		const id = root.dataset.id;
+		const sub = root.dataset.path;
+		const r = await api('GET', '/api/shares/with-me');
+		if (r.status !== 200 || !Array.isArray(r.json)) {
+			status.textContent = 'Could not read what is shared with you: ' + (r.json.error || ('HTTP ' + r.status));
+			return;
+		}
+		const may = (g) => (g.mode === 'write' ? 'read and write' : 'read-only');
+		if (!id) {
+			const table = document.getElementById('with-me');
+			const tb = table.querySelector('tbody');
+			tb.textContent = '';
+			for (const g of r.json) {
+				const tr = document.createElement('tr');
+				tr.dataset.id = g.id;
+				const cell = (t) => { const td = document.createElement('td'); td.textContent = t; tr.append(td); return td; };
+				const name = cell('');
+				name.className = 'name';
+				if (g.gone) {
+					name.textContent = g.name + ' (no longer there)';
+				} else {
+					const a = document.createElement('a');
+					a.className = g.dir ? 'dir' : 'file';
+					a.textContent = g.name + (g.dir ? '/' : '');
+					if (g.dir) a.href = sharedURL(g.id, '');
+					else { a.href = filesURL(g.id, ''); a.setAttribute('download', g.name); }
+					name.append(a);
+				}
+				cell(g.owner);
+				cell(may(g) + (g.with.startsWith('group:') ? ' (group ' + g.with.slice(6) + ')' : ''));
+				cell(new Date(g.created).toLocaleString()).className = 'date';
+				tb.append(tr);
+			}
+			table.hidden = r.json.length === 0;
+			const n = r.json.length;
+			status.textContent = n === 0 ? 'Nothing is shared with you.' : n + (n === 1 ? ' share.' : ' shares.');
+			return;
+		}
+		const g = r.json.find((x) => x.id === id);
+		if (!g || g.gone) {
+			status.textContent = g ? 'The shared folder is no longer there.' : 'Nothing is shared with you under that ID: it may have been removed.';
+			return;
+		}
+		const elems = sub ? sub.split('/') : [];
+		document.getElementById('shared-h').textContent = elems.length ? elems[elems.length - 1] : g.name;
+		document.title = (elems.length ? elems[elems.length - 1] : g.name) + ' · Shared with me · Quilt';
+		document.getElementById('shared-meta').textContent = `Shared by ${g.owner}, ${may(g)}.`;
+		const crumbs = document.getElementById('shared-crumbs');
+		const crumb = (text, href) => {
+			const li = document.createElement('li');
+			const sep = document.createElement('span');
+			sep.setAttribute('aria-hidden', 'true'); sep.textContent = '/';
+			const a = document.createElement('a');
+			a.href = href; a.textContent = text;
+			li.append(sep, ' ', a);
+			crumbs.append(li);
+			return a;
+		};
+		let last = crumb(g.name, sharedURL(id, ''));
+		for (let i = 0; i < elems.length; i++) last = crumb(elems[i], sharedURL(id, elems.slice(0, i + 1).join('/')));
+		last.setAttribute('aria-current', 'page');
+		if (!g.dir) {
+			status.textContent = 'This share is a file: ';
+			const a = document.createElement('a');
+			a.href = filesURL(id, ''); a.textContent = 'download ' + g.name; a.setAttribute('download', g.name);
+			status.append(a);
+			return;
+		}
+		const table = document.getElementById('shared-listing');
+		async function list() {
+			const res = await fetch(filesURL(id, sub), { credentials: 'same-origin', headers: { 'X-Requested-With': 'quilt' } });
+			const isFile = res.ok && (res.headers.get('Content-Disposition') || '').startsWith('attachment');
+			let l = { status: res.status, json: {} };
+			if (isFile) { if (res.body) res.body.cancel(); }
+			else { try { l.json = (await res.json()) || {}; } catch (e) { l.json = {}; } }
+			if (isFile) {
+				// A file's path, not a folder's: offer its download.
+				status.textContent = 'This is a file: ';
+				const a = document.createElement('a');
+				a.href = filesURL(id, sub); a.textContent = 'download ' + elems[elems.length - 1]; a.setAttribute('download', '');
+				status.append(a);
+				table.hidden = true;
+				return;
+			}
+			if (l.status !== 200 || !Array.isArray(l.json)) {
+				status.textContent = 'Could not list the folder: ' + (l.json.error || ('HTTP ' + l.status));
+				table.hidden = true;
+				return;
+			}
+			const tb = table.querySelector('tbody');
+			tb.textContent = '';
+			l.json.sort((a, b) => (a.dir === b.dir ? a.name.localeCompare(b.name) : a.dir ? -1 : 1));
+			for (const e of l.json) {
+				const tr = document.createElement('tr');
+				const cell = (t) => { const td = document.createElement('td'); td.textContent = t; tr.append(td); return td; };
+				const p = sub ? sub + '/' + e.name : e.name;
+				const a = document.createElement('a');
+				a.className = e.dir ? 'dir' : 'file';
+				a.textContent = e.name + (e.dir ? '/' : '');
+				a.href = e.dir ? sharedURL(id, p) : filesURL(id, p);
+				if (!e.dir) a.setAttribute('download', e.name);
+				cell('').append(a);
+				tr.cells[0].className = 'name';
+				cell(e.dir ? '' : human(e.size)).className = 'num';
+				cell(e.modified ? new Date(e.modified).toLocaleString() : '').className = 'date';
+				const acts = cell('');
+				acts.className = 'acts';
+				if (!e.dir) {
+					const d = document.createElement('a');
+					d.className = 'act'; d.href = filesURL(id, p); d.setAttribute('download', e.name);
+					d.textContent = 'Download';
+					const vh = document.createElement('span'); vh.className = 'vh'; vh.textContent = ' ' + e.name;
+					d.append(vh);
+					acts.append(d);
+				}
+				if (g.mode === 'write') {
+					// A write share: its files and empty folders may be deleted.
+					const del = document.createElement('button');
+					del.type = 'button'; del.className = 'act danger'; del.textContent = 'Delete';
+					const vh = document.createElement('span'); vh.className = 'vh'; vh.textContent = ' ' + e.name;
+					del.append(vh);
+					del.addEventListener('click', async () => {
+						if (!confirm(`Delete ${e.name} from ${g.owner}'s folder? It does not go to a trash.`)) return;
+						const d = await api('DELETE', filesURL(id, p));
+						if (d.status === 204) { await list(); status.textContent = 'Deleted ' + e.name + '. ' + status.textContent; }
+						else status.textContent = 'Could not delete ' + e.name + ': ' + (d.json.error || ('HTTP ' + d.status));
+					});
+					acts.append(' ', del);
+				}
+				tb.append(tr);
+			}
+			if (l.json.length === 0) {
+				const tr = document.createElement('tr');
+				const td = document.createElement('td');
+				td.colSpan = 4; td.className = 'empty'; td.textContent = 'This folder is empty.';
+				tr.append(td); tb.append(tr);
+			}
+			table.hidden = false;
+			status.textContent = l.json.length + (l.json.length === 1 ? ' item.' : ' items.');
+		}
+		await list();
+		if (g.mode !== 'write') return;
+		// A write share: upload files into this folder, one PUT each.
+		const up = document.getElementById('shared-upload');
+		const pick = document.getElementById('shared-pick');
+		const upText = document.getElementById('shared-up-text');
+		const upList = document.getElementById('shared-up-list');
+		up.hidden = false;
+		pick.addEventListener('change', async () => {
+			const fs = Array.from(pick.files);
+			pick.value = '';
+			let done = 0, failed = 0;
+			for (const f of fs) {
+				const li = document.createElement('li');
+				const name = document.createElement('span'); name.textContent = f.name;
+				const bar = document.createElement('progress'); bar.max = 100; bar.value = 0; bar.setAttribute('aria-label', f.name);
+				const txt = document.createElement('span'); txt.textContent = '0%';
+				li.append(name, bar, txt);
+				upList.append(li);
+				upText.textContent = `Uploading ${f.name} (${done + failed + 1} of ${fs.length})…`;
+				const r = await putFile(filesURL(id, sub ? sub + '/' + f.name : f.name), f, (n) => {
+					const p = pct(n, f.size); bar.value = Math.min(p, 99); txt.textContent = Math.min(p, 99) + '%';
+				}).catch((e) => ({ status: 0, json: { error: String(e && e.message || e) } }));
+				if (r.status === 201) { done++; bar.value = 100; txt.textContent = 'done'; }
+				else { failed++; li.classList.add('failed'); txt.textContent = 'failed: ' + (r.json.error || ('HTTP ' + r.status)); }
+			}
+			upText.textContent = `${done} of ${fs.length} files uploaded` + (failed ? `, ${failed} failed.` : '.');
+			await list();
+		});
+	}
+	function putFile(url, file, progress) {
+		return new Promise((resolve, reject) => {
+			const x = new XMLHttpRequest();
+			x.open('PUT', url);
+			x.setRequestHeader('X-CSRF-Token', csrf);
+			x.setRequestHeader('X-Requested-With', 'quilt');
+			x.setRequestHeader('Content-Type', 'application/octet-stream');
+			x.upload.onprogress = (e) => progress(e.loaded);
+			x.onload = () => {
+				let json = {};
+				try { json = JSON.parse(x.responseText); } catch (e) { json = {}; }
+				resolve({ status: x.status, json });
+			};
+			x.onerror = () => reject(new Error('network error'));
+			x.onabort = () => reject(new Error('aborted'));
+			x.send(file);
+		});
 	}
 })();
