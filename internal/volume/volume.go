@@ -99,9 +99,20 @@ type Info struct {
 	Origin string `json:"origin,omitempty"`
 	// Gen counts the commits of the map.
 	Gen uint64 `json:"gen"`
-	// Extents maps extent index to its object's read capability; an
-	// index absent reads as zeros.
-	Extents map[int64]string `json:"extents"`
+	// Base is the read capability of the base map, a grid object listing
+	// the extents stored when it was written (basemap.go); empty: none.
+	Base string `json:"base,omitempty"`
+	// Overlay maps the index of an extent changed since the base map to
+	// its object's read capability, or to "" if it was dropped; at most
+	// MaxOverlay entries. An index in neither reads as zeros.
+	Overlay map[int64]string `json:"overlay,omitempty"`
+	// Count is how many extents the whole map has (Stored says it for
+	// both formats).
+	Count int `json:"stored,omitempty"`
+	// Extents is the whole map of a record of the old format, which had
+	// no base map: read as such, replaced by a base map at the next
+	// flush; nil in records of the current format.
+	Extents map[int64]string `json:"extents,omitempty"`
 }
 
 // ParseRecord reads a volume's catalog record, as Manager does; a
@@ -109,7 +120,12 @@ type Info struct {
 func ParseRecord(name string, raw []byte) (Info, error) { return parseInfo(name, raw) }
 
 // Stored returns how many extents the volume has on the grid.
-func (i Info) Stored() int { return len(i.Extents) }
+func (i Info) Stored() int {
+	if i.Extents != nil {
+		return len(i.Extents)
+	}
+	return i.Count
+}
 
 func parseInfo(name string, raw []byte) (Info, error) {
 	var in Info
@@ -119,17 +135,30 @@ func parseInfo(name string, raw []byte) (Info, error) {
 	if in.Extent != ExtentSize || in.Size <= 0 || in.Size > MaxSize || in.Size%Sector != 0 {
 		return Info{}, fmt.Errorf("volume %s: damaged record: size %d, extent %d", name, in.Size, in.Extent)
 	}
-	n := (in.Size + ExtentSize - 1) / ExtentSize
-	for idx, c := range in.Extents {
-		if idx < 0 || idx >= n {
-			return Info{}, fmt.Errorf("volume %s: damaged record: extent %d out of range", name, idx)
-		}
-		if _, err := codec.ParseReadCap(c); err != nil {
-			return Info{}, fmt.Errorf("volume %s: damaged record: extent %d: %v", name, idx, err)
+	n := extents(in.Size)
+	if in.Extents != nil && (in.Base != "" || in.Overlay != nil) {
+		return Info{}, fmt.Errorf("volume %s: damaged record: both a whole map and a base map", name)
+	}
+	if in.Base != "" {
+		if _, err := codec.ParseReadCap(in.Base); err != nil {
+			return Info{}, fmt.Errorf("volume %s: damaged record: base map: %v", name, err)
 		}
 	}
-	if in.Extents == nil {
-		in.Extents = map[int64]string{}
+	if len(in.Overlay) > MaxOverlay || in.Count < 0 || int64(in.Count) > n {
+		return Info{}, fmt.Errorf("volume %s: damaged record: overlay of %d, %d extents stored", name, len(in.Overlay), in.Count)
+	}
+	for _, em := range []map[int64]string{in.Extents, in.Overlay} {
+		for idx, c := range em {
+			if idx < 0 || idx >= n {
+				return Info{}, fmt.Errorf("volume %s: damaged record: extent %d out of range", name, idx)
+			}
+			if c == "" && in.Overlay != nil {
+				continue // dropped since the base map
+			}
+			if _, err := codec.ParseReadCap(c); err != nil {
+				return Info{}, fmt.Errorf("volume %s: damaged record: extent %d: %v", name, idx, err)
+			}
+		}
 	}
 	in.Name = name
 	return in, nil
@@ -163,6 +192,10 @@ type Config struct {
 	// ReadCache bounds the decoded extent data each open volume keeps for
 	// reads, in bytes; default DefaultReadCache, negative for none.
 	ReadCache int64
+	// Overlay bounds the entries of a record's overlay before a commit
+	// writes a new base map (basemap.go); default and at most
+	// MaxOverlay.
+	Overlay int
 	// Leases keeps the writers' leases, one record per volume open for
 	// writing, so that one Manager at a time writes a volume. Optional:
 	// without it, Open takes no lease (for readers such as an export).
@@ -184,6 +217,8 @@ type Manager struct {
 	holder, id string // in leases
 	mu         sync.Mutex
 	open       map[string]*Volume
+	basesMu    sync.Mutex           // guards bases (not mu: Open holds mu while it reads one)
+	bases      map[string]baseEntry // decoded base maps by capability
 }
 
 // New makes a Manager.
@@ -197,6 +232,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.JournalExtents <= 0 {
 		cfg.JournalExtents = DefaultJournalExtents
 	}
+	if cfg.Overlay <= 0 || cfg.Overlay > MaxOverlay {
+		cfg.Overlay = MaxOverlay
+	}
 	if cfg.ReadCache == 0 {
 		cfg.ReadCache = DefaultReadCache
 	}
@@ -207,7 +245,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("volume: state directory: %w", err)
 	}
 	holder, id := newLeaseID()
-	return &Manager{cfg: cfg, holder: holder, id: id, open: map[string]*Volume{}}, nil
+	return &Manager{cfg: cfg, holder: holder, id: id, open: map[string]*Volume{}, bases: map[string]baseEntry{}}, nil
 }
 
 // Create makes an empty volume of size bytes (a positive multiple of
@@ -219,7 +257,7 @@ func (m *Manager) Create(ctx context.Context, name string, size int64) error {
 	if size <= 0 || size > MaxSize || size%Sector != 0 {
 		return fmt.Errorf("%w: %d (a positive multiple of %d, at most %d)", ErrBadSize, size, Sector, int64(MaxSize))
 	}
-	return m.put(ctx, Info{Name: name, Size: size, Extent: ExtentSize, Extents: map[int64]string{}}, true)
+	return m.put(ctx, Info{Name: name, Size: size, Extent: ExtentSize}, true)
 }
 
 func (m *Manager) put(ctx context.Context, in Info, create bool) error {
@@ -273,7 +311,9 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 }
 
 // Clone makes dst a copy of src's committed map (read-only if snapshot):
-// no extent is copied, both share them. A volume of this Manager that is
+// no extent is copied, both share them, and the copy is of the record
+// alone (the base map's capability and the overlay), so its cost does
+// not depend on the volume's size. A volume of this Manager that is
 // open is flushed first, so the copy holds what was written to it.
 func (m *Manager) Clone(ctx context.Context, src, dst string, snapshot bool) error {
 	if err := CheckName(dst); err != nil {
@@ -310,8 +350,9 @@ func (m *Manager) Rollback(ctx context.Context, name, snap string) error {
 		return fmt.Errorf("volume: %s is not a snapshot of %s", snap, name)
 	}
 	return m.replaceMap(ctx, name, func(v *Volume) (Info, error) {
+		// The snapshot's record as it is: its base map is shared.
 		in := v.info
-		in.Size, in.Extents = s.Size, maps.Clone(s.Extents)
+		in.Size, in.Base, in.Overlay, in.Count, in.Extents = s.Size, s.Base, maps.Clone(s.Overlay), s.Count, maps.Clone(s.Extents)
 		return in, nil
 	})
 }
@@ -338,14 +379,16 @@ func (m *Manager) Resize(ctx context.Context, name string, size int64) error {
 			}
 		}
 		in := v.info
-		in.Size, in.Extents = size, map[int64]string{}
-		last := (size + ExtentSize - 1) / ExtentSize
+		in.Size = size
+		cur := map[int64]string{}
+		last := extents(size)
 		for k, c := range v.cur {
 			if k < last {
-				in.Extents[k] = c
+				cur[k] = c
 			}
 		}
-		return in, nil
+		in, _, err := m.record(ctx, in, v.base, cur)
+		return in, err
 	})
 }
 
@@ -377,10 +420,14 @@ func (m *Manager) replaceMap(ctx context.Context, name string, change func(*Volu
 		return fmt.Errorf("%w: %s: the map is not committed", ErrLeaseLost, name)
 	}
 	in.Gen = v.info.Gen + 1
+	base, cur, err := m.loadMap(ctx, in)
+	if err != nil {
+		return err
+	}
 	if err := m.put(ctx, in, false); err != nil {
 		return fmt.Errorf("volume %s: commit: %w", name, err)
 	}
-	v.info, v.cur, v.chg = in, maps.Clone(in.Extents), false
+	v.info, v.base, v.cur, v.chg = in, base, cur, in.Extents != nil
 	for idx, s := range v.dirty {
 		delete(v.dirty, idx)
 		v.free = append(v.free, s.n)
@@ -418,12 +465,14 @@ func (m *Manager) Open(ctx context.Context, name string) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Volume{m: m, info: in, cur: map[int64]string{}, dirty: map[int64]*slot{}, refs: 1}
+	base, cur, err := m.loadMap(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	// A record of the old format is migrated at the first flush.
+	v := &Volume{m: m, info: in, base: base, cur: cur, dirty: map[int64]*slot{}, refs: 1, chg: in.Extents != nil}
 	if m.cfg.ReadCache > 0 {
 		v.cache = newSegCache(m.cfg.ReadCache)
-	}
-	for k, c := range in.Extents {
-		v.cur[k] = c
 	}
 	if !in.ReadOnly && m.cfg.Leases != nil {
 		if v.lease, err = m.acquireLease(ctx, name); err != nil {
@@ -456,6 +505,7 @@ type Volume struct {
 	mu    sync.RWMutex // reads share it; writes, flushes and Close hold it alone
 	refs  int
 	info  Info             // as last committed
+	base  map[int64]string // info's base map, decoded (shared: read only)
 	cur   map[int64]string // the map as written (extents stored, not yet committed)
 	dirty map[int64]*slot  // extents with writes in the journal
 	free  []int            // free journal slots
@@ -799,14 +849,16 @@ func (v *Volume) flush(ctx context.Context) error {
 	}
 	in := v.info
 	in.Gen++
-	in.Extents = make(map[int64]string, len(v.cur))
-	for k, c := range v.cur {
-		in.Extents[k] = c
+	// The base map, if a new one is needed, is stored before the
+	// record that names it is put.
+	in, base, err := v.m.record(ctx, in, v.base, v.cur)
+	if err != nil {
+		return err
 	}
 	if err := v.m.put(ctx, in, false); err != nil {
 		return fmt.Errorf("volume %s: commit: %w", v.info.Name, err)
 	}
-	v.info, v.chg = in, false
+	v.info, v.base, v.chg = in, base, false
 	return nil
 }
 
