@@ -2,7 +2,9 @@
 // tree): a volume is a sized block device whose contents are immutable
 // grid objects of ExtentSize bytes each (extents), and whose version is a
 // map from extent index to the extent's read capability, kept as one
-// record in a Catalog (the gateway's registry, set "volumes").
+// record in a Catalog (the gateway's registry, set "volumes"): the
+// capability of a base map, an immutable grid object listing the extents,
+// and an overlay of at most MaxOverlay extents changed since (basemap.go).
 //
 // Writes go to a local write-back journal on the host that opened the
 // volume (one file per volume under the state directory, bounded to a
@@ -17,9 +19,10 @@
 //
 // Extents never written read as zeros without touching the grid, and an
 // extent trimmed, zeroed, or flushed all zero is dropped from the map.
-// Clones and snapshots copy the map only: extents are immutable objects,
-// so they are shared copy-on-write; a rollback copies a snapshot's map
-// back, and a resize drops or adds extents at the end. An open volume
+// Clones and snapshots copy the record only, whatever the volume's size:
+// extents and base maps are immutable objects, so they are shared
+// copy-on-write; a rollback copies a snapshot's record back, and a resize
+// drops or adds extents at the end. An open volume
 // keeps a bounded cache of decoded segments of its stored extents, keyed
 // by capability, and reads ahead for sequential readers (cache.go). See
 // docs/volumes.md.
