@@ -342,3 +342,60 @@ func TestVolumeReferencesBaseSharedByClone(t *testing.T) {
 		t.Fatal("the clone reads otherwise")
 	}
 }
+
+// A commit whose new base map cannot be stored (happiness unmet) fails
+// and commits nothing: the record still names the old base map, a new
+// handle reads what the last commit held, and the handle keeps its
+// changes; once the node is back the flush stores the base map and
+// commits.
+func TestVolumeBaseMapStoreFailsCommitsNothing(t *testing.T) {
+	e := newEnv(t)
+	m := e.overlayManager(t, 1)
+	ctx := ctxT(t)
+	if err := m.Create(ctx, "f", 12*mib); err != nil {
+		t.Fatal(err)
+	}
+	v := open(t, m, "f")
+	defer v.Close()
+	model := make([]byte, 12*mib)
+	write(t, v, model, 0, random(12*mib, 15))
+	if err := v.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := v.Info()
+	// Dropping two extents needs no grid but overflows the overlay: the
+	// commit must store a base map.
+	if err := v.Zero(ctx, 0, 8*mib, false); err != nil {
+		t.Fatal(err)
+	}
+	e.g.Kill(2) // happiness 4 cannot be met
+	if err := v.Flush(ctx); err == nil || !strings.Contains(err.Error(), "base map") {
+		t.Fatalf("flush with the base map not storable: %v", err)
+	}
+	if in, _ := m.Stat(ctx, "f"); in.Gen != old.Gen || in.Base != old.Base {
+		t.Fatalf("a failed base map store committed: %+v, was %+v", in, old)
+	}
+	w := open(t, e.manager(t, 0), "f")
+	got := readAll(t, w)
+	w.Close()
+	if !bytes.Equal(got, model) {
+		t.Fatal("after the failed commit a new handle does not read the last commit")
+	}
+	clear(model[:8*mib])
+	if got := readAll(t, v); !bytes.Equal(got, model) {
+		t.Fatal("the handle lost its changes with the failed commit")
+	}
+	e.g.Restart(2)
+	e.g.WaitAlive(4)
+	if err := v.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if in := v.Info(); in.Base == old.Base || in.Gen != old.Gen+1 || len(in.Overlay) != 0 || in.Stored() != 1 {
+		t.Fatalf("retried commit: %+v", in)
+	}
+	w = open(t, e.manager(t, 0), "f")
+	defer w.Close()
+	if got := readAll(t, w); !bytes.Equal(got, model) {
+		t.Fatal("after the retried flush a new handle reads other bytes")
+	}
+}
