@@ -197,29 +197,32 @@ type baseEntry struct {
 // record makes the record that commits map cur with the fields of in
 // (size, name, ...) over base, the decoded base map of in.Base: cur's
 // differences from base as the overlay, or, if they would be more than
-// MaxOverlay, if in is of the old format, or if base has extents past the
-// end, a new base map stored on the grid first. (Config.Overlay may
-// set a bound lower than MaxOverlay.) It returns the record and
-// its base map.
-func (m *Manager) record(ctx context.Context, in Info, base, cur map[int64]string) (Info, map[int64]string, error) {
+// Config.Overlay, if in is of the old format, or if base has extents past
+// the end, a new base map stored on the grid first. It returns the record
+// and its base map. over, if not nil, is cur's differences from base, kept
+// as cur changed (a flush: its cost is then that of the changes, not of
+// the map); nil, they are computed (a resize).
+func (m *Manager) record(ctx context.Context, in Info, base, over, cur map[int64]string) (Info, map[int64]string, error) {
 	n := extents(in.Size)
-	over := map[int64]string{}
 	compact := in.Extents != nil
-	for idx, c := range cur {
-		if base[idx] != c {
-			over[idx] = c
+	if over == nil && !compact {
+		over = map[int64]string{}
+		for idx, c := range cur {
+			if base[idx] != c {
+				over[idx] = c
+			}
 		}
-	}
-	for idx := range base {
-		if idx >= n {
-			compact = true
-		} else if _, ok := cur[idx]; !ok {
-			over[idx] = ""
+		for idx := range base {
+			if idx >= n {
+				compact = true
+			} else if _, ok := cur[idx]; !ok {
+				over[idx] = ""
+			}
 		}
 	}
 	in.Extents, in.Count = nil, len(cur)
 	if !compact && len(over) <= m.cfg.Overlay {
-		in.Overlay = over
+		in.Overlay = maps.Clone(over)
 		return in, base, nil
 	}
 	in.Overlay = nil

@@ -390,7 +390,7 @@ func (m *Manager) Resize(ctx context.Context, name string, size int64) error {
 				cur[k] = c
 			}
 		}
-		in, _, err := m.record(ctx, in, v.base, cur)
+		in, _, err := m.record(ctx, in, v.base, nil, cur)
 		return in, err
 	})
 }
@@ -430,7 +430,7 @@ func (m *Manager) replaceMap(ctx context.Context, name string, change func(*Volu
 	if err := m.put(ctx, in, false); err != nil {
 		return fmt.Errorf("volume %s: commit: %w", name, err)
 	}
-	v.info, v.base, v.cur, v.chg = in, base, cur, in.Extents != nil
+	v.info, v.base, v.cur, v.over, v.chg = in, base, cur, maps.Clone(in.Overlay), in.Extents != nil
 	for idx, s := range v.dirty {
 		delete(v.dirty, idx)
 		v.free = append(v.free, s.n)
@@ -473,7 +473,7 @@ func (m *Manager) Open(ctx context.Context, name string) (*Volume, error) {
 		return nil, err
 	}
 	// A record of the old format is migrated at the first flush.
-	v := &Volume{m: m, info: in, base: base, cur: cur, dirty: map[int64]*slot{}, refs: 1, chg: in.Extents != nil}
+	v := &Volume{m: m, info: in, base: base, cur: cur, over: maps.Clone(in.Overlay), dirty: map[int64]*slot{}, refs: 1, chg: in.Extents != nil}
 	if m.cfg.ReadCache > 0 {
 		v.cache = newSegCache(m.cfg.ReadCache)
 	}
@@ -510,6 +510,7 @@ type Volume struct {
 	info  Info             // as last committed
 	base  map[int64]string // info's base map, decoded (shared: read only)
 	cur   map[int64]string // the map as written (extents stored, not yet committed)
+	over  map[int64]string // cur's differences from base, as Info.Overlay; nil in the old format
 	dirty map[int64]*slot  // extents with writes in the journal
 	free  []int            // free journal slots
 	j     *os.File         // nil: read-only
@@ -802,9 +803,9 @@ func (v *Volume) store(ctx context.Context) error {
 			continue
 		}
 		if r.full == nil {
-			delete(v.cur, idx)
+			v.setExtent(idx, "")
 		} else {
-			v.cur[idx] = r.rc.String()
+			v.setExtent(idx, r.rc.String())
 			if v.cache != nil {
 				v.cache.put(v.cur[idx], r.rc, r.full)
 			}
@@ -815,6 +816,27 @@ func (v *Volume) store(ctx context.Context) error {
 		v.free = append(v.free, s.n)
 	}
 	return first
+}
+
+// setExtent sets extent idx of the map as written to capability c, or
+// drops it if c is "", and keeps the overlay in step.
+func (v *Volume) setExtent(idx int64, c string) {
+	if c == "" {
+		delete(v.cur, idx)
+	} else {
+		v.cur[idx] = c
+	}
+	if v.info.Extents != nil {
+		return // the old format: a base map is written at the next commit
+	}
+	if v.over == nil {
+		v.over = map[int64]string{}
+	}
+	if b, ok := v.base[idx]; b == c || (!ok && c == "") {
+		delete(v.over, idx)
+	} else {
+		v.over[idx] = c
+	}
 }
 
 func allZero(b []byte) bool {
@@ -854,14 +876,14 @@ func (v *Volume) flush(ctx context.Context) error {
 	in.Gen++
 	// The base map, if a new one is needed, is stored before the
 	// record that names it is put.
-	in, base, err := v.m.record(ctx, in, v.base, v.cur)
+	in, base, err := v.m.record(ctx, in, v.base, v.over, v.cur)
 	if err != nil {
 		return err
 	}
 	if err := v.m.put(ctx, in, false); err != nil {
 		return fmt.Errorf("volume %s: commit: %w", v.info.Name, err)
 	}
-	v.info, v.base, v.chg = in, base, false
+	v.info, v.base, v.over, v.chg = in, base, maps.Clone(in.Overlay), false
 	return nil
 }
 
@@ -895,7 +917,7 @@ func (v *Volume) zero(ctx context.Context, off, n int64) error {
 				v.free = append(v.free, s.n)
 			}
 			if _, ok := v.cur[idx]; ok {
-				delete(v.cur, idx)
+				v.setExtent(idx, "")
 				v.chg = true
 			}
 		} else if err := v.write(ctx, make([]byte, k), off); err != nil {
