@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/gateway/keystone"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
 	"github.com/quilt-grid/quilt/internal/metrics"
+	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/volume"
 )
 
@@ -60,29 +60,22 @@ func (s *s3Service) Close() {
 // openGateway opens the gateway whose state is in dir, on the grid of s.
 func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) (*gateway.Gateway, error) {
 	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax,
-		LeaseRenew: renewEvery, CancelDelay: cancelDelay, References: volumeExtents})
+		LeaseRenew: renewEvery, CancelDelay: cancelDelay, References: volumeRefs(s.objects)})
 }
 
-// volumeExtents returns the extents of every block volume whose map the
-// gateway's registry holds, so that its renewal walk keeps them alive.
-func volumeExtents(ctx context.Context, g *gateway.Gateway) ([]string, error) {
-	recs, err := g.Records(ctx, volumeSet)
-	if err != nil {
-		return nil, err
-	}
-	var caps []string
-	var first error
-	for name, raw := range recs {
-		in, err := volume.ParseRecord(name, raw)
+// volumeRefs returns the gateway.Config.References of the block volumes
+// whose maps the gateway's registry holds: their base maps (read with
+// objects) and extents, so that its renewal walk keeps them alive. A
+// damaged record or a base map not read is an error, and the other
+// volumes' objects are still returned (and renewed).
+func volumeRefs(objects *object.Client) func(context.Context, *gateway.Gateway) ([]string, error) {
+	return func(ctx context.Context, g *gateway.Gateway) ([]string, error) {
+		recs, err := g.Records(ctx, volumeSet)
 		if err != nil {
-			first = cmp.Or(first, err) // the other volumes are still renewed
-			continue
+			return nil, err
 		}
-		for _, c := range in.Extents {
-			caps = append(caps, c)
-		}
+		return volume.References(ctx, objects, recs)
 	}
-	return caps, first
 }
 
 // openGatewayCopy opens a second gateway on a copy of the registry's key
