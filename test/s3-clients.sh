@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real S3 clients against `quilt up` (10 nodes and the gateway, on
-# 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api, versioning), boto3, rclone
+# 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api, versioning, ACLs and
+# policies with an anonymous curl GET), boto3, rclone
 # (copy, check and sync of a tree of 1,000 files) and s3cmd, then headless
 # Chromium (test/s3-browser: presigned POST uploads, CORS). Installs what it
 # needs: pinned awscli, boto3 and s3cmd in a venv under ~/.cache, rclone with
@@ -94,6 +95,27 @@ test -z "$out"
 "$aws" s3api put-object-tagging --bucket cli --key data/small --tagging 'TagSet=[{Key=team,Value=blue}]' >/dev/null
 out=$("$aws" s3api get-object-tagging --bucket cli --key data/small --query 'TagSet[0].Value' --output text)
 test "$out" = blue
+# ACLs and a bucket policy: an anonymous curl GET is allowed by the
+# policy, and refused without it.
+me=$("$aws" s3api list-buckets --query Owner.ID --output text)
+"$aws" s3api put-bucket-acl --bucket cli --acl public-read
+out=$("$aws" s3api get-bucket-acl --bucket cli --query 'Grants[?Grantee.URI==`http://acs.amazonaws.com/groups/global/AllUsers`].Permission' --output text)
+test "$out" = READ
+"$aws" s3api put-bucket-acl --bucket cli --grant-full-control "id=$me"
+out=$("$aws" s3api get-bucket-acl --bucket cli --query '[Owner.ID,length(Grants)]' --output text)
+test "$out" = "$me	1"
+anon_get() { curl -s -o /dev/null -w '%{http_code}' "$AWS_ENDPOINT_URL/cli/data/small"; }
+test "$(anon_get)" = 403
+"$aws" s3api put-bucket-policy --bucket cli --policy '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::cli/data/*"}]}'
+out=$("$aws" s3api get-bucket-policy --bucket cli --query Policy --output text)
+grep -q '"Principal":"\*"' <<<"$out"
+out=$("$aws" s3api get-bucket-policy-status --bucket cli --query PolicyStatus.IsPublic --output text)
+test "$out" = True
+test "$(curl -s "$AWS_ENDPOINT_URL/cli/data/small")" = "small object"
+"$aws" s3api delete-bucket-policy --bucket cli
+test "$(anon_get)" = 403
+if "$aws" s3api put-bucket-policy --bucket cli --policy '{"Statement":[{"Effect":"Allow"}]}' 2>"$work/err"; then echo "a malformed policy was taken"; exit 1; fi
+grep -q MalformedPolicy "$work/err"
 "$aws" s3api put-bucket-lifecycle-configuration --bucket cli --lifecycle-configuration \
 	'{"Rules":[{"ID":"tmp","Status":"Enabled","Filter":{"Prefix":"tmp/"},"Expiration":{"Days":7}},{"ID":"uploads","Status":"Enabled","Filter":{},"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":2}}]}'
 out=$("$aws" s3api get-bucket-lifecycle-configuration --bucket cli --query 'Rules[].[ID,Expiration.Days,AbortIncompleteMultipartUpload.DaysAfterInitiation]' --output text)
@@ -215,6 +237,13 @@ grep -q 's3://s3cmd/dir/mid$' <<<"$out"
 grep -q 's3://s3cmd/small$' <<<"$out"
 out=$(s3c info s3://s3cmd/small)
 grep -q 'File size: *13$' <<<"$out"
+# s3cmd's setacl reads the object's ACL, edits it and puts it back.
+s3c setacl --acl-public s3://s3cmd/small >/dev/null
+test "$(curl -s "$AWS_ENDPOINT_URL/s3cmd/small")" = "small object"
+out=$(s3c info s3://s3cmd/small)
+grep -q 'ACL: *\*anon\*: READ$' <<<"$out"
+s3c setacl --acl-private s3://s3cmd/small >/dev/null
+test "$(curl -s -o /dev/null -w '%{http_code}' "$AWS_ENDPOINT_URL/s3cmd/small")" = 403
 s3c sync "$work/tree/" s3://s3cmd/tree/ >/dev/null
 out=$(s3c ls --recursive s3://s3cmd/tree/)
 test "$(wc -l <<<"$out")" = 100

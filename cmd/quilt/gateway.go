@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/gateway/keystone"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
 	"github.com/quilt-grid/quilt/internal/metrics"
+	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/volume"
 )
 
@@ -60,29 +60,22 @@ func (s *s3Service) Close() {
 // openGateway opens the gateway whose state is in dir, on the grid of s.
 func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) (*gateway.Gateway, error) {
 	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax,
-		LeaseRenew: renewEvery, CancelDelay: cancelDelay, References: volumeExtents})
+		LeaseRenew: renewEvery, CancelDelay: cancelDelay, References: volumeRefs(s.objects)})
 }
 
-// volumeExtents returns the extents of every block volume whose map the
-// gateway's registry holds, so that its renewal walk keeps them alive.
-func volumeExtents(ctx context.Context, g *gateway.Gateway) ([]string, error) {
-	recs, err := g.Records(ctx, volumeSet)
-	if err != nil {
-		return nil, err
-	}
-	var caps []string
-	var first error
-	for name, raw := range recs {
-		in, err := volume.ParseRecord(name, raw)
+// volumeRefs returns the gateway.Config.References of the block volumes
+// whose maps the gateway's registry holds: their base maps (read with
+// objects) and extents, so that its renewal walk keeps them alive. A
+// damaged record or a base map not read is an error, and the other
+// volumes' objects are still returned (and renewed).
+func volumeRefs(objects *object.Client) func(context.Context, *gateway.Gateway) ([]string, error) {
+	return func(ctx context.Context, g *gateway.Gateway) ([]string, error) {
+		recs, err := g.Records(ctx, volumeSet)
 		if err != nil {
-			first = cmp.Or(first, err) // the other volumes are still renewed
-			continue
+			return nil, err
 		}
-		for _, c := range in.Extents {
-			caps = append(caps, c)
-		}
+		return volume.References(ctx, objects, recs)
 	}
-	return caps, first
 }
 
 // openGatewayCopy opens a second gateway on a copy of the registry's key
@@ -195,6 +188,17 @@ func checkS3BodyTimeout(d time.Duration) error {
 // names a bucket (s3.Options.Domain).
 func s3DomainFlag(fs *flag.FlagSet) *string {
 	return fs.String("s3-domain", "", "serve virtual-hosted-style S3 requests: a request to BUCKET.DOMAIN names BUCKET (needs a wildcard DNS record *.DOMAIN for the gateway); path-style requests work either way")
+}
+
+// s3BlockPublicFlag registers --s3-block-public: Block Public Access on
+// every bucket, all four settings (s3.Options.BlockPublicAccess).
+func s3BlockPublicFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("s3-block-public", false, "block public access to every S3 bucket (all four Block Public Access settings, whatever each bucket's own): no ACL or policy may grant to everyone")
+}
+
+// blockPublic is the s3.Options.BlockPublicAccess of --s3-block-public.
+func blockPublic(on bool) s3.PublicAccessBlock {
+	return s3.PublicAccessBlock{BlockPublicAcls: on, IgnorePublicAcls: on, BlockPublicPolicy: on, RestrictPublicBuckets: on}
 }
 
 // s3InsecureSSECFlag registers --s3-sse-c-insecure: accept customer
@@ -310,6 +314,7 @@ func runGateway(ctx context.Context, args []string) error {
 	metricsAddr := fs.String("metrics", "", metricsHelp)
 	bodyTimeout := s3BodyTimeoutFlag(fs)
 	domain := s3DomainFlag(fs)
+	blockPub := s3BlockPublicFlag(fs)
 	insecureSSEC := s3InsecureSSECFlag(fs)
 	lifecycleEvery := s3LifecycleFlag(fs)
 	addConfigFlag(fs)
@@ -327,7 +332,7 @@ func runGateway(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := startS3(ctx, s, *dir, *addr, tf, s3.Options{Region: *region, BodyTimeout: *bodyTimeout, Domain: *domain, AllowInsecureSSEC: *insecureSSEC, LifecycleEvery: lifecycleInterval(*lifecycleEvery), Logger: s.log})
+	svc, err := startS3(ctx, s, *dir, *addr, tf, s3.Options{Region: *region, BodyTimeout: *bodyTimeout, Domain: *domain, AllowInsecureSSEC: *insecureSSEC, LifecycleEvery: lifecycleInterval(*lifecycleEvery), BlockPublicAccess: blockPublic(*blockPub), Logger: s.log})
 	if err != nil {
 		return err
 	}
@@ -406,7 +411,7 @@ func runKey(ctx context.Context, args []string) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tCREATED\tPERMISSIONS")
+		fmt.Fprintln(tw, "ID\tIDENTITY\tCREATED\tPERMISSIONS")
 		for _, k := range ks {
 			var ps []string
 			if k.Admin {
@@ -416,7 +421,8 @@ func runKey(ctx context.Context, args []string) error {
 				ps = append(ps, b+"="+p.String())
 			}
 			sort.Strings(ps)
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", k.ID, k.Created.Format("2006-01-02 15:04"), strings.Join(ps, " "))
+			// The identity is what S3 ACLs and policies name (docs/s3.md).
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, gateway.KeyIdentity(k).ID, k.Created.Format("2006-01-02 15:04"), strings.Join(ps, " "))
 		}
 		return tw.Flush()
 	case verb == "delete" && fs.NArg() == 2:

@@ -214,6 +214,7 @@ func runUp(ctx context.Context, args []string) error {
 	metricsHost := fs.String("metrics", "127.0.0.1", upMetricsHelp)
 	s3BodyTimeout := s3BodyTimeoutFlag(fs)
 	s3Domain := s3DomainFlag(fs)
+	s3BlockPub := s3BlockPublicFlag(fs)
 	s3InsecureSSEC := s3InsecureSSECFlag(fs)
 	s3LifecycleEvery := s3LifecycleFlag(fs)
 	addConfigFlag(fs)
@@ -327,7 +328,7 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		svc, err := startS3(sctx, sess, filepath.Join(*dir, "gateway"), addr, s3tls,
-			s3.Options{Region: "us-east-1", BodyTimeout: *s3BodyTimeout, Domain: *s3Domain, AllowInsecureSSEC: *s3InsecureSSEC, LifecycleEvery: lifecycleInterval(*s3LifecycleEvery), Logger: log})
+			s3.Options{Region: "us-east-1", BodyTimeout: *s3BodyTimeout, Domain: *s3Domain, AllowInsecureSSEC: *s3InsecureSSEC, LifecycleEvery: lifecycleInterval(*s3LifecycleEvery), BlockPublicAccess: blockPublic(*s3BlockPub), Logger: log})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)

@@ -376,12 +376,19 @@ func TestCLIVolumeNonPersistent(t *testing.T) {
 	if got, err = ns[1].read(0, 5<<20); err != nil || !bytes.Equal(got, base) {
 		t.Fatalf("another attachment sees the first one's writes (err %v)", err)
 	}
-	out, _, err := g.quilt(nil, "volume", "ls", "--dir", gw.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(regexp.MustCompile(`(?m)^vm\.np-[0-9a-f]{8} .* vm$`).FindAllString(out, -1)); n != 2 {
-		t.Fatalf("ls shows %d clones of vm while two are attached:\n%s", n, out)
+	// The clones are the serving process's registry writes: another
+	// process's copy of the registry sees them once it has pulled them.
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out, _, err = g.quilt(nil, "volume", "ls", "--dir", gw.dir)
+		n := len(regexp.MustCompile(`(?m)^vm\.np-[0-9a-f]{8} .* vm$`).FindAllString(out, -1))
+		if err == nil && n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ls shows %d clones of vm while two are attached (err %v):\n%s", n, err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	for _, c := range ns {
 		c.c.Close()

@@ -8,7 +8,8 @@ import (
 	"github.com/quilt-grid/quilt/internal/dag"
 )
 
-// Per-bucket configuration (S3's CORS rules, bucket tags, lifecycle rules): one
+// Per-bucket configuration (S3's CORS rules, bucket tags, lifecycle rules,
+// ACL, policy, Block Public Access, Object Ownership): one
 // document per kind, kept in the registry under /config/BUCKETID/KIND.
 // It belongs to the bucket's namespace, not its name: a bucket deleted
 // and made again under the same name starts with none.
@@ -17,7 +18,8 @@ import (
 var ErrNoConfig = errors.New("gateway: no such bucket configuration")
 
 // configKinds are the kinds of configuration a bucket may have.
-var configKinds = map[string]bool{"cors": true, "tagging": true, "lifecycle": true, "versioning": true}
+var configKinds = map[string]bool{"cors": true, "tagging": true, "lifecycle": true, "versioning": true, "acl": true, "policy": true,
+	"publicAccessBlock": true, "ownershipControls": true}
 
 func configDir(b *bucket) string { return "/config/" + b.ns.String() }
 

@@ -334,7 +334,7 @@ func (g *Gateway) CompleteUploadIf(ctx context.Context, bucketName, key, id stri
 		return ObjectInfo{}, fmt.Errorf("%w: no parts given", ErrBadPart)
 	}
 	info := ObjectInfo{ContentType: u.Options.ContentType, Meta: u.Options.Meta, Headers: u.Options.Headers, Tags: u.Options.Tags,
-		Modified: time.Now().UTC(), Encryption: u.Encryption}
+		ACL: u.Options.ACL, Modified: time.Now().UTC(), Encryption: u.Encryption}
 	sum := md5.New()
 	for i, ref := range refs {
 		p, ok := byNum[ref.Number]

@@ -39,6 +39,9 @@ type ObjectInfo struct {
 	ChecksumType string `json:"sumtype,omitempty"`
 	// Tags are the object's tags (S3's object tagging), key to value.
 	Tags map[string]string `json:"tags,omitempty"`
+	// ACL is the object's access control list, the front end's document
+	// as given (S3's: owner and grants); none: private to the bucket's keys.
+	ACL json.RawMessage `json:"acl,omitempty"`
 	// Encryption, for an object encrypted with a customer key (S3's
 	// SSE-C), is what checks the key (customerkey.go); its bytes (and
 	// its parts') are then ciphertext under that key.
@@ -76,6 +79,8 @@ type PutOptions struct {
 	// Tags are the object's tags (kept with a multipart upload until it
 	// completes).
 	Tags map[string]string `json:"tags,omitempty"`
+	// ACL is the object's access control list (ObjectInfo.ACL).
+	ACL json.RawMessage `json:"acl,omitempty"`
 	// CustomerKey, if set, encrypts the object with a key of the
 	// client's (S3's SSE-C; customerkey.go), never stored: reading it
 	// then needs the key. ETag is then the MD5 of the ciphertext, and
@@ -154,7 +159,7 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 			return ObjectInfo{}, err
 		}
 	}
-	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, Modified: time.Now().UTC()}
+	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, ACL: opt.ACL, Modified: time.Now().UTC()}
 	// A bucket with a quota (quota.go): a body known to be too big is
 	// refused unread, one of unknown length is read up to the room left.
 	var qr *quotaReader

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,8 +66,11 @@ func TestVolumeWritesWithNodesDown(t *testing.T) {
 
 // bigRecord makes volume name of size bytes in cat whose every extent is
 // one object stored with obj (extents shared, as clones share them): a
-// full map of a large volume without storing its data.
-func bigRecord(tb testing.TB, obj *object.Client, cat *memCatalog, name string, size int64) {
+// full map of a large volume without storing its data, in a record of the
+// old format (one capability per extent in the record). With m, the
+// volume is then opened and flushed with m, which migrates the record to
+// a base map and an empty overlay.
+func bigRecord(tb testing.TB, m *volume.Manager, obj *object.Client, cat *memCatalog, name string, size int64) {
 	ctx := context.Background()
 	rc, _, err := obj.Put(ctx, bytes.NewReader(random(volume.ExtentSize, 61)), volume.ExtentSize,
 		codec.Params{K: 2, N: 4, SegmentSize: 1 << 20}, 4)
@@ -84,6 +88,21 @@ func bigRecord(tb testing.TB, obj *object.Client, cat *memCatalog, name string, 
 	if err := cat.Put(ctx, name, body); err != nil {
 		tb.Fatal(err)
 	}
+	if m == nil {
+		return
+	}
+	v, err := m.Open(ctx, name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer v.Close()
+	if err := v.Flush(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if in := v.Info(); in.Extents != nil || in.Base == "" || len(in.Overlay) != 0 || int64(in.Stored()) != (size+volume.ExtentSize-1)/volume.ExtentSize {
+		tb.Fatalf("%s not migrated to a base map: %d extents in the record, base %q, overlay %d, %d stored",
+			name, len(in.Extents), in.Base, len(in.Overlay), in.Stored())
+	}
 }
 
 // Cloning and snapshotting a 10 GiB volume whose 2,560 extents are all on
@@ -93,7 +112,7 @@ func TestVolumeCloneLargeMovesNothing(t *testing.T) {
 	e := newEnv(t)
 	m := e.manager(t, 0)
 	ctx := ctxT(t)
-	bigRecord(t, e.obj, e.cat, "big", 10<<30)
+	bigRecord(t, m, e.obj, e.cat, "big", 10<<30)
 	in0, out0 := e.bytes()
 	if err := m.Clone(ctx, "big", "big2", false); err != nil {
 		t.Fatal(err)
@@ -123,5 +142,30 @@ func TestVolumeCloneLargeMovesNothing(t *testing.T) {
 	}
 	if !bytes.Equal(a, b) || bytes.Equal(a, make([]byte, len(a))) {
 		t.Fatal("the clone of 10 GiB does not read as its parent")
+	}
+}
+
+// What a clone or a snapshot writes to the catalog does not grow with
+// the volume: the record copied for a 10 GiB volume of 2,560 stored
+// extents is within a few bytes of the one for a 10 MiB volume of 3
+// (the sizes' digits differ), both of them short.
+func TestVolumeCloneRecordBounded(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager(t, 0)
+	ctx := ctxT(t)
+	bigRecord(t, m, e.obj, e.cat, "small", 10<<20)
+	bigRecord(t, m, e.obj, e.cat, "big", 10<<30)
+	cloned := func(src, dst string, snap bool) int64 {
+		before := e.cat.written()
+		if err := m.Clone(ctx, src, dst, snap); err != nil {
+			t.Fatal(err)
+		}
+		return e.cat.written() - before
+	}
+	for _, snap := range []bool{false, true} {
+		small, big := cloned("small", fmt.Sprintf("small-%v", snap), snap), cloned("big", fmt.Sprintf("big-%v", snap), snap)
+		if d := big - small; d < -16 || d > 16 || big > 1024 {
+			t.Fatalf("snapshot %v: the clone of 10 GiB wrote %d bytes to the catalog, of 10 MiB %d", snap, big, small)
+		}
 	}
 }

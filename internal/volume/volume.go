@@ -2,7 +2,9 @@
 // tree): a volume is a sized block device whose contents are immutable
 // grid objects of ExtentSize bytes each (extents), and whose version is a
 // map from extent index to the extent's read capability, kept as one
-// record in a Catalog (the gateway's registry, set "volumes").
+// record in a Catalog (the gateway's registry, set "volumes"): the
+// capability of a base map, an immutable grid object listing the extents,
+// and an overlay of at most MaxOverlay extents changed since (basemap.go).
 //
 // Writes go to a local write-back journal on the host that opened the
 // volume (one file per volume under the state directory, bounded to a
@@ -17,9 +19,10 @@
 //
 // Extents never written read as zeros without touching the grid, and an
 // extent trimmed, zeroed, or flushed all zero is dropped from the map.
-// Clones and snapshots copy the map only: extents are immutable objects,
-// so they are shared copy-on-write; a rollback copies a snapshot's map
-// back, and a resize drops or adds extents at the end. An open volume
+// Clones and snapshots copy the record only, whatever the volume's size:
+// extents and base maps are immutable objects, so they are shared
+// copy-on-write; a rollback copies a snapshot's record back, and a resize
+// drops or adds extents at the end. An open volume
 // keeps a bounded cache of decoded segments of its stored extents, keyed
 // by capability, and reads ahead for sequential readers (cache.go). See
 // docs/volumes.md.
@@ -99,9 +102,20 @@ type Info struct {
 	Origin string `json:"origin,omitempty"`
 	// Gen counts the commits of the map.
 	Gen uint64 `json:"gen"`
-	// Extents maps extent index to its object's read capability; an
-	// index absent reads as zeros.
-	Extents map[int64]string `json:"extents"`
+	// Base is the read capability of the base map, a grid object listing
+	// the extents stored when it was written (basemap.go); empty: none.
+	Base string `json:"base,omitempty"`
+	// Overlay maps the index of an extent changed since the base map to
+	// its object's read capability, or to "" if it was dropped; at most
+	// MaxOverlay entries. An index in neither reads as zeros.
+	Overlay map[int64]string `json:"overlay,omitempty"`
+	// Count is how many extents the whole map has (Stored says it for
+	// both formats).
+	Count int `json:"stored,omitempty"`
+	// Extents is the whole map of a record of the old format, which had
+	// no base map: read as such, replaced by a base map at the next
+	// flush; nil in records of the current format.
+	Extents map[int64]string `json:"extents,omitempty"`
 }
 
 // ParseRecord reads a volume's catalog record, as Manager does; a
@@ -109,7 +123,12 @@ type Info struct {
 func ParseRecord(name string, raw []byte) (Info, error) { return parseInfo(name, raw) }
 
 // Stored returns how many extents the volume has on the grid.
-func (i Info) Stored() int { return len(i.Extents) }
+func (i Info) Stored() int {
+	if i.Extents != nil {
+		return len(i.Extents)
+	}
+	return i.Count
+}
 
 func parseInfo(name string, raw []byte) (Info, error) {
 	var in Info
@@ -119,17 +138,30 @@ func parseInfo(name string, raw []byte) (Info, error) {
 	if in.Extent != ExtentSize || in.Size <= 0 || in.Size > MaxSize || in.Size%Sector != 0 {
 		return Info{}, fmt.Errorf("volume %s: damaged record: size %d, extent %d", name, in.Size, in.Extent)
 	}
-	n := (in.Size + ExtentSize - 1) / ExtentSize
-	for idx, c := range in.Extents {
-		if idx < 0 || idx >= n {
-			return Info{}, fmt.Errorf("volume %s: damaged record: extent %d out of range", name, idx)
-		}
-		if _, err := codec.ParseReadCap(c); err != nil {
-			return Info{}, fmt.Errorf("volume %s: damaged record: extent %d: %v", name, idx, err)
+	n := extents(in.Size)
+	if in.Extents != nil && (in.Base != "" || in.Overlay != nil) {
+		return Info{}, fmt.Errorf("volume %s: damaged record: both a whole map and a base map", name)
+	}
+	if in.Base != "" {
+		if _, err := codec.ParseReadCap(in.Base); err != nil {
+			return Info{}, fmt.Errorf("volume %s: damaged record: base map: %v", name, err)
 		}
 	}
-	if in.Extents == nil {
-		in.Extents = map[int64]string{}
+	if len(in.Overlay) > MaxOverlay || in.Count < 0 || int64(in.Count) > n {
+		return Info{}, fmt.Errorf("volume %s: damaged record: overlay of %d, %d extents stored", name, len(in.Overlay), in.Count)
+	}
+	for _, em := range []map[int64]string{in.Extents, in.Overlay} {
+		for idx, c := range em {
+			if idx < 0 || idx >= n {
+				return Info{}, fmt.Errorf("volume %s: damaged record: extent %d out of range", name, idx)
+			}
+			if c == "" && in.Overlay != nil {
+				continue // dropped since the base map
+			}
+			if _, err := codec.ParseReadCap(c); err != nil {
+				return Info{}, fmt.Errorf("volume %s: damaged record: extent %d: %v", name, idx, err)
+			}
+		}
 	}
 	in.Name = name
 	return in, nil
@@ -163,6 +195,10 @@ type Config struct {
 	// ReadCache bounds the decoded extent data each open volume keeps for
 	// reads, in bytes; default DefaultReadCache, negative for none.
 	ReadCache int64
+	// Overlay bounds the entries of a record's overlay before a commit
+	// writes a new base map (basemap.go); default and at most
+	// MaxOverlay.
+	Overlay int
 	// Leases keeps the writers' leases, one record per volume open for
 	// writing, so that one Manager at a time writes a volume. Optional:
 	// without it, Open takes no lease (for readers such as an export).
@@ -184,6 +220,8 @@ type Manager struct {
 	holder, id string // in leases
 	mu         sync.Mutex
 	open       map[string]*Volume
+	basesMu    sync.Mutex           // guards bases (not mu: Open holds mu while it reads one)
+	bases      map[string]baseEntry // decoded base maps by capability
 }
 
 // New makes a Manager.
@@ -197,6 +235,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.JournalExtents <= 0 {
 		cfg.JournalExtents = DefaultJournalExtents
 	}
+	if cfg.Overlay <= 0 || cfg.Overlay > MaxOverlay {
+		cfg.Overlay = MaxOverlay
+	}
 	if cfg.ReadCache == 0 {
 		cfg.ReadCache = DefaultReadCache
 	}
@@ -207,7 +248,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("volume: state directory: %w", err)
 	}
 	holder, id := newLeaseID()
-	return &Manager{cfg: cfg, holder: holder, id: id, open: map[string]*Volume{}}, nil
+	return &Manager{cfg: cfg, holder: holder, id: id, open: map[string]*Volume{}, bases: map[string]baseEntry{}}, nil
 }
 
 // Create makes an empty volume of size bytes (a positive multiple of
@@ -219,7 +260,7 @@ func (m *Manager) Create(ctx context.Context, name string, size int64) error {
 	if size <= 0 || size > MaxSize || size%Sector != 0 {
 		return fmt.Errorf("%w: %d (a positive multiple of %d, at most %d)", ErrBadSize, size, Sector, int64(MaxSize))
 	}
-	return m.put(ctx, Info{Name: name, Size: size, Extent: ExtentSize, Extents: map[int64]string{}}, true)
+	return m.put(ctx, Info{Name: name, Size: size, Extent: ExtentSize}, true)
 }
 
 func (m *Manager) put(ctx context.Context, in Info, create bool) error {
@@ -273,7 +314,9 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 }
 
 // Clone makes dst a copy of src's committed map (read-only if snapshot):
-// no extent is copied, both share them. A volume of this Manager that is
+// no extent is copied, both share them, and the copy is of the record
+// alone (the base map's capability and the overlay), so its cost does
+// not depend on the volume's size. A volume of this Manager that is
 // open is flushed first, so the copy holds what was written to it.
 func (m *Manager) Clone(ctx context.Context, src, dst string, snapshot bool) error {
 	if err := CheckName(dst); err != nil {
@@ -310,8 +353,9 @@ func (m *Manager) Rollback(ctx context.Context, name, snap string) error {
 		return fmt.Errorf("volume: %s is not a snapshot of %s", snap, name)
 	}
 	return m.replaceMap(ctx, name, func(v *Volume) (Info, error) {
+		// The snapshot's record as it is: its base map is shared.
 		in := v.info
-		in.Size, in.Extents = s.Size, maps.Clone(s.Extents)
+		in.Size, in.Base, in.Overlay, in.Count, in.Extents = s.Size, s.Base, maps.Clone(s.Overlay), s.Count, maps.Clone(s.Extents)
 		return in, nil
 	})
 }
@@ -338,14 +382,16 @@ func (m *Manager) Resize(ctx context.Context, name string, size int64) error {
 			}
 		}
 		in := v.info
-		in.Size, in.Extents = size, map[int64]string{}
-		last := (size + ExtentSize - 1) / ExtentSize
+		in.Size = size
+		cur := map[int64]string{}
+		last := extents(size)
 		for k, c := range v.cur {
 			if k < last {
-				in.Extents[k] = c
+				cur[k] = c
 			}
 		}
-		return in, nil
+		in, _, err := m.record(ctx, in, v.base, nil, cur)
+		return in, err
 	})
 }
 
@@ -377,10 +423,14 @@ func (m *Manager) replaceMap(ctx context.Context, name string, change func(*Volu
 		return fmt.Errorf("%w: %s: the map is not committed", ErrLeaseLost, name)
 	}
 	in.Gen = v.info.Gen + 1
+	base, cur, err := m.loadMap(ctx, in)
+	if err != nil {
+		return err
+	}
 	if err := m.put(ctx, in, false); err != nil {
 		return fmt.Errorf("volume %s: commit: %w", name, err)
 	}
-	v.info, v.cur, v.chg = in, maps.Clone(in.Extents), false
+	v.info, v.base, v.cur, v.over, v.chg = in, base, cur, maps.Clone(in.Overlay), in.Extents != nil
 	for idx, s := range v.dirty {
 		delete(v.dirty, idx)
 		v.free = append(v.free, s.n)
@@ -418,12 +468,14 @@ func (m *Manager) Open(ctx context.Context, name string) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Volume{m: m, info: in, cur: map[int64]string{}, dirty: map[int64]*slot{}, refs: 1}
+	base, cur, err := m.loadMap(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	// A record of the old format is migrated at the first flush.
+	v := &Volume{m: m, info: in, base: base, cur: cur, over: maps.Clone(in.Overlay), dirty: map[int64]*slot{}, refs: 1, chg: in.Extents != nil}
 	if m.cfg.ReadCache > 0 {
 		v.cache = newSegCache(m.cfg.ReadCache)
-	}
-	for k, c := range in.Extents {
-		v.cur[k] = c
 	}
 	if !in.ReadOnly && m.cfg.Leases != nil {
 		if v.lease, err = m.acquireLease(ctx, name); err != nil {
@@ -456,7 +508,9 @@ type Volume struct {
 	mu    sync.RWMutex // reads share it; writes, flushes and Close hold it alone
 	refs  int
 	info  Info             // as last committed
+	base  map[int64]string // info's base map, decoded (shared: read only)
 	cur   map[int64]string // the map as written (extents stored, not yet committed)
+	over  map[int64]string // cur's differences from base, as Info.Overlay; nil in the old format
 	dirty map[int64]*slot  // extents with writes in the journal
 	free  []int            // free journal slots
 	j     *os.File         // nil: read-only
@@ -749,9 +803,9 @@ func (v *Volume) store(ctx context.Context) error {
 			continue
 		}
 		if r.full == nil {
-			delete(v.cur, idx)
+			v.setExtent(idx, "")
 		} else {
-			v.cur[idx] = r.rc.String()
+			v.setExtent(idx, r.rc.String())
 			if v.cache != nil {
 				v.cache.put(v.cur[idx], r.rc, r.full)
 			}
@@ -762,6 +816,27 @@ func (v *Volume) store(ctx context.Context) error {
 		v.free = append(v.free, s.n)
 	}
 	return first
+}
+
+// setExtent sets extent idx of the map as written to capability c, or
+// drops it if c is "", and keeps the overlay in step.
+func (v *Volume) setExtent(idx int64, c string) {
+	if c == "" {
+		delete(v.cur, idx)
+	} else {
+		v.cur[idx] = c
+	}
+	if v.info.Extents != nil {
+		return // the old format: a base map is written at the next commit
+	}
+	if v.over == nil {
+		v.over = map[int64]string{}
+	}
+	if b, ok := v.base[idx]; b == c || (!ok && c == "") {
+		delete(v.over, idx)
+	} else {
+		v.over[idx] = c
+	}
 }
 
 func allZero(b []byte) bool {
@@ -799,14 +874,16 @@ func (v *Volume) flush(ctx context.Context) error {
 	}
 	in := v.info
 	in.Gen++
-	in.Extents = make(map[int64]string, len(v.cur))
-	for k, c := range v.cur {
-		in.Extents[k] = c
+	// The base map, if a new one is needed, is stored before the
+	// record that names it is put.
+	in, base, err := v.m.record(ctx, in, v.base, v.over, v.cur)
+	if err != nil {
+		return err
 	}
 	if err := v.m.put(ctx, in, false); err != nil {
 		return fmt.Errorf("volume %s: commit: %w", v.info.Name, err)
 	}
-	v.info, v.chg = in, false
+	v.info, v.base, v.over, v.chg = in, base, maps.Clone(in.Overlay), false
 	return nil
 }
 
@@ -840,7 +917,7 @@ func (v *Volume) zero(ctx context.Context, off, n int64) error {
 				v.free = append(v.free, s.n)
 			}
 			if _, ok := v.cur[idx]; ok {
-				delete(v.cur, idx)
+				v.setExtent(idx, "")
 				v.chg = true
 			}
 		} else if err := v.write(ctx, make([]byte, k), off); err != nil {

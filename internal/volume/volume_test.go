@@ -21,6 +21,7 @@ import (
 type memCatalog struct {
 	mu   sync.Mutex
 	recs map[string][]byte
+	put  int64 // bytes of records put
 }
 
 func (c *memCatalog) Get(_ context.Context, name string) ([]byte, error) {
@@ -33,7 +34,15 @@ func (c *memCatalog) Put(_ context.Context, name string, body []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.recs[name] = bytes.Clone(body)
+	c.put += int64(len(body))
 	return nil
+}
+
+// written returns how many bytes of records were put so far.
+func (c *memCatalog) written() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.put
 }
 
 func (c *memCatalog) Delete(_ context.Context, name string) error {

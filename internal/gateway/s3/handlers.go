@@ -3,6 +3,7 @@ package s3
 import (
 	"crypto/md5"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -38,7 +39,9 @@ func (s *Server) listBuckets(q *request) {
 		NS      string      `xml:"xmlns,attr"`
 		Owner   owner       `xml:"Owner"`
 		Buckets []bucketXML `xml:"Buckets>Bucket"`
-	}{NS: s3ns, Owner: owner{q.key.ID, q.key.ID}}
+	}{NS: s3ns}
+	me := q.requester()
+	out.Owner = owner{me.ID, me.DisplayName}
 	for _, b := range bs {
 		if q.key.Allowed(b.Name, gateway.Read) {
 			out.Buckets = append(out.Buckets, bucketXML{b.Name, b.Created.Format(time.RFC3339)})
@@ -49,6 +52,34 @@ func (s *Server) listBuckets(q *request) {
 
 func (s *Server) createBucket(q *request) {
 	ctx := q.r.Context()
+	me := q.requester()
+	acl, err := headerACL(q, me, me)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	ownership := q.param("x-amz-object-ownership")
+	if ownership != "" && !knownOwnership(ownership) {
+		q.fail(s3err("InvalidArgument", 400, "x-amz-object-ownership is ObjectWriter, BucketOwnerPreferred or BucketOwnerEnforced, not "+ownership))
+		return
+	}
+	if ownership == ownerEnforced {
+		if !aclAllowedWhenEnforced(q) {
+			q.fail(s3err("InvalidBucketAclWithObjectOwnership", 400, "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting"))
+			return
+		}
+		acl = nil
+	}
+	if acl != nil && acl.public() && s.opt.BlockPublicAccess.BlockPublicAcls {
+		q.fail(errBlockedACL)
+		return
+	}
+	if acl != nil {
+		if err := s.checkGrantees(q, acl, me); err != nil {
+			q.fail(err)
+			return
+		}
+	}
 	if err := s.gw.CreateBucket(ctx, q.bucket, q.key.ID); err != nil {
 		if errors.Is(err, gateway.ErrBucketExists) {
 			if owner, _ := s.gw.Owner(ctx, q.bucket); owner != q.key.ID {
@@ -71,6 +102,19 @@ func (s *Server) createBucket(q *request) {
 		}
 		k.Buckets[q.bucket] = gateway.Owner
 		if err := s.gw.PutKey(ctx, k); err != nil {
+			q.fail(err)
+			return
+		}
+	}
+	if acl != nil {
+		doc, _ := json.Marshal(acl)
+		if err := s.gw.PutBucketConfig(ctx, q.bucket, "acl", doc); err != nil {
+			q.fail(err)
+			return
+		}
+	}
+	if ownership != "" {
+		if err := s.gw.PutBucketConfig(ctx, q.bucket, "ownershipControls", []byte(ownership)); err != nil {
 			q.fail(err)
 			return
 		}
@@ -164,11 +208,19 @@ func (s *Server) listObjects(q *request) {
 		return s
 	}
 	var contents []contentXML
+	var ownerOf func(gateway.ObjectInfo) owner
+	if !v2 || v.Get("fetch-owner") == "true" {
+		if ownerOf, err = s.listOwners(q); err != nil {
+			q.fail(err)
+			return
+		}
+	}
 	for _, o := range l.Objects {
 		c := contentXML{Key: enc(o.Key), LastModified: o.Modified.Format("2006-01-02T15:04:05.000Z"),
 			ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD"}
 		if !v2 || v.Get("fetch-owner") == "true" {
-			c.Owner = &owner{q.key.ID, q.key.ID}
+			o := ownerOf(o)
+			c.Owner = &o
 		}
 		contents = append(contents, c)
 	}
@@ -250,6 +302,13 @@ func (s *Server) deleteObjects(q *request) {
 		Errors  []failed  `xml:"Error"`
 	}{NS: s3ns}
 	for _, o := range in.Objects {
+		if q.perKey {
+			if err := s.decide(q, "DeleteObject", q.bucket, o.Key, gateway.Write); err != nil {
+				e := mapErr(err)
+				out.Errors = append(out.Errors, failed{o.Key, o.VersionId, e.Code, e.Message})
+				continue
+			}
+		}
 		var res gateway.DeleteResult
 		var err error
 		if o.VersionId != "" {
@@ -311,6 +370,10 @@ func (s *Server) putObject(q *request) {
 		return
 	}
 	opt.Tags = tags
+	if opt.ACL, err = s.newObjectACL(q); err != nil {
+		q.fail(err)
+		return
+	}
 	if opt.CustomerKey, ok = s.requestKey(q); !ok {
 		return
 	}
@@ -381,6 +444,12 @@ func (s *Server) copyObject(q *request) {
 		q.fail(s3err("InvalidArgument", 400, "Unknown tagging directive: "+d))
 		return
 	}
+	acl, err := s.newObjectACL(q)
+	if err != nil {
+		q.fail(err)
+		return
+	}
+	opt.ACL = acl
 	opt.CustomerKey = dstKey
 	pr, pw := io.Pipe()
 	go func() {
@@ -456,7 +525,7 @@ func (s *Server) copySource(q *request) (source, bool) {
 		q.fail(err)
 		return source{}, false
 	}
-	if !s.allowedOn(q, sb, gateway.Read) {
+	if !s.mayRead(q, sb, sk) {
 		return source{}, false
 	}
 	info, inline, err := s.gw.LookupVersion(r.Context(), sb, sk, version)

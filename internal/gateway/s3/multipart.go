@@ -24,6 +24,10 @@ func (s *Server) createUpload(q *request) {
 		return
 	}
 	opt.Tags = tags
+	if opt.ACL, err = s.newObjectACL(q); err != nil {
+		q.fail(err)
+		return
+	}
 	alg := strings.ToLower(q.r.Header.Get("x-amz-checksum-algorithm"))
 	typ := strings.ToUpper(q.r.Header.Get("x-amz-checksum-type"))
 	if alg == "" && typ != "" {

@@ -337,6 +337,14 @@ func (s *Server) postObject(q *request) {
 	q.object = key
 	opt := putOptions(h)
 	opt.If = writeCondition(h)
+	// The form's acl field, as a PUT's x-amz-acl.
+	fq := *q
+	fq.r = r.Clone(ctx)
+	fq.r.Header = h
+	if opt.ACL, err = s.newObjectACL(&fq); err != nil {
+		q.fail(err)
+		return
+	}
 	if opt.Tags, err = tagsHeader(h); err != nil {
 		q.fail(err)
 		return

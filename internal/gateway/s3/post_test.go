@@ -151,6 +151,20 @@ func TestPostObject(t *testing.T) {
 		t.Fatalf("late field stored: %v %v", err, h.Metadata)
 	}
 
+	// The acl field sets the object's ACL, as x-amz-acl.
+	f = base()
+	f.filename = "public.txt"
+	f.fields = append(f.fields, [2]string{"acl", "public-read"})
+	if resp, body := f.send(t, url); resp.StatusCode != 204 {
+		t.Fatalf("public-read form: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := e.anon(t, "GET", "/forms/up/public.txt", nil); resp.StatusCode != 200 || string(body) != "hello from a form" {
+		t.Fatalf("anonymous GET of a public-read form upload: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := e.anon(t, "GET", "/forms/up/a.txt", nil); resp.StatusCode != 403 {
+		t.Fatalf("anonymous GET of a private form upload: %d %s", resp.StatusCode, body)
+	}
+
 	// Refusals: nothing stored.
 	for _, bad := range []struct {
 		name   string
@@ -172,7 +186,7 @@ func TestPostObject(t *testing.T) {
 		{"no policy", func(f *postForm) { f.noPolicy = true }, 403, "AccessDenied", ""},
 		{"no file", func(f *postForm) { f.noFile = true }, 400, "InvalidArgument", "exactly one file"},
 		{"bad range", func(f *postForm) { f.conds[2] = []any{"content-length-range", 10, 1} }, 400, "InvalidPolicyDocument", ""},
-		{"canned ACL", func(f *postForm) { f.fields = append(f.fields, [2]string{"acl", "public-read"}) }, 501, "NotImplemented", ""},
+		{"unknown canned ACL", func(f *postForm) { f.fields = append(f.fields, [2]string{"acl", "public-sometimes"}) }, 400, "InvalidArgument", ""},
 		{"customer key", func(f *postForm) {
 			f.fields = append(f.fields, [2]string{"x-amz-server-side-encryption-customer-algorithm", "AES256"})
 		}, 501, "NotImplemented", "takes no customer key"},

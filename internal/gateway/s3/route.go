@@ -144,7 +144,7 @@ func (s *Server) route(q *request) {
 		q.fail(err)
 		return
 	}
-	if o.perm != gateway.None && !s.allowed(q, o.perm) {
+	if !s.authorize(q, o) { // access.go
 		return
 	}
 	if !s.expectedOwner(q) {
@@ -192,14 +192,22 @@ func (s *Server) allowedOn(q *request, bucket string, p gateway.Perm) bool {
 	return false
 }
 
-// expectedOwner checks x-amz-expected-bucket-owner (an access key ID
-// here) against the key that made the bucket.
+// expectedOwner checks x-amz-expected-bucket-owner (the owner's
+// identity ID, or the access key ID that made the bucket) against the
+// bucket's owner.
 func (s *Server) expectedOwner(q *request) bool {
 	want := q.r.Header.Get("x-amz-expected-bucket-owner")
 	if want == "" || q.bucket == "" {
 		return true
 	}
-	if owner, err := s.gw.Owner(q.r.Context(), q.bucket); err == nil && owner != want {
+	owner, err := s.gw.Owner(q.r.Context(), q.bucket)
+	if err != nil {
+		return true
+	}
+	if id, err := s.gw.BucketOwner(q.r.Context(), q.bucket); err == nil && id.ID == want {
+		return true
+	}
+	if owner != want {
 		q.fail(errDenied)
 		return false
 	}
@@ -268,8 +276,6 @@ func checkHeaders(r *http.Request, opName string) error {
 			return notImpl(kmsRefusal)
 		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(get(name), "true"):
 			return notImpl("Object Lock is not implemented.")
-		case strings.HasPrefix(ln, "x-amz-grant-"):
-			return notImpl("ACLs are not implemented: permissions are the access keys' grants.")
 		case ln == "x-amz-website-redirect-location":
 			return notImpl("Website redirects are not implemented.")
 		case strings.HasPrefix(ln, "x-amz-checksum-") && !checksumParams[ln]:
@@ -290,8 +296,11 @@ func checkHeaders(r *http.Request, opName string) error {
 	default:
 		return s3err("InvalidArgument", 400, "Server-side encryption "+sse+" is not valid: AES256 is accepted (the grid encrypts every object), aws:kms is refused (no key management service is configured).")
 	}
-	if acl := get("x-amz-acl"); acl != "" && acl != "private" {
-		return notImpl("Canned ACL " + acl + " is not implemented: objects and buckets are private to the keys granted the bucket.")
+	// x-amz-acl: private asks for what every object and bucket is
+	// anyway: clients that send it with every request are not refused.
+	acl := func(name string) string { return amzParam(r, name) } // header or presigned query
+	if !aclOps[opName] && (acl("x-amz-acl") != "" && acl("x-amz-acl") != "private" || hasGrantHeader(acl)) {
+		return s3err("InvalidArgument", 400, "x-amz-acl and x-amz-grant-* are taken by CreateBucket, PutObject, CopyObject, CreateMultipartUpload and PutBucketAcl/PutObjectAcl only.")
 	}
 	if writeOps[opName] && (h.Get("If-Match") != "" || h.Get("If-None-Match") != "") {
 		if !conditionalOps[opName] {

@@ -43,6 +43,11 @@ type Options struct {
 	// its whole path is the key. Requests to any other host, Domain
 	// itself included, are path-style (/BUCKET/KEY).
 	Domain string
+	// BlockPublicAccess blocks public access to every bucket, on top of
+	// each bucket's own setting (PutPublicAccessBlock): a part on here
+	// is on for every bucket. The zero value blocks nothing: a bucket is
+	// public only where its owner grants so by ACL or policy.
+	BlockPublicAccess PublicAccessBlock
 	// AllowInsecureSSEC accepts customer keys (SSE-C) in requests over
 	// plain HTTP. S3 refuses them (400 InvalidRequest), as the gateway
 	// does by default: a key sent in the clear is a key given away. For
@@ -211,6 +216,8 @@ type request struct {
 	log    *slog.Logger
 	id     string
 	key    gateway.AccessKey
+	anon   bool        // the request carries no signature (key is zero)
+	perKey bool        // DeleteObjects: each key is authorized on its own (access.go)
 	raw    *rawBody    // the body as it comes off the connection
 	body   io.Reader   // the body decoded and checked (signature, checksums)
 	dec    *bodyErrors // errors body returned
@@ -416,15 +423,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return k.Secret, err == nil
 	}}
 	res, err := v.Verify(r)
-	if err != nil {
-		if errors.Is(err, sigv4.ErrAnonymous) {
-			err = errDenied
+	switch {
+	case errors.Is(err, sigv4.ErrAnonymous):
+		// Anonymous: allowed where an ACL or a policy says so (route).
+		// An aws-chunked body is framed for a signature or a trailer
+		// this request does not carry: it would be stored as framed.
+		if strings.HasPrefix(r.Header.Get("x-amz-content-sha256"), "STREAMING-") || strings.Contains(r.Header.Get("Content-Encoding"), "aws-chunked") {
+			q.fail(s3err("InvalidRequest", 400, "An anonymous request cannot send an aws-chunked body."))
+			return
 		}
+		q.anon, q.key = true, gateway.AccessKey{}
+		var body io.Reader = http.NoBody
+		if q.raw != nil {
+			body = q.raw
+		}
+		q.sums = newSums(r.Header, body)
+		q.dec = &bodyErrors{r: q.sums}
+		q.body, q.length = q.dec, r.ContentLength
+	case err != nil:
 		q.fail(err)
 		return
+	default:
+		q.sums = newSums(r.Header, res.Body)
+		q.dec = &bodyErrors{r: q.sums}
+		q.body, q.length = q.dec, res.Length
 	}
-	q.sums = newSums(r.Header, res.Body)
-	q.dec = &bodyErrors{r: q.sums}
-	q.body, q.length = q.dec, res.Length
 	s.route(q)
 }

@@ -175,16 +175,20 @@ func (s *Server) listVersions(q *request) {
 	if urlEnc {
 		out.EncodingType = "url"
 	}
-	own := owner{q.key.ID, q.key.ID}
+	ownerOf, err := s.listOwners(q)
+	if err != nil {
+		q.fail(err)
+		return
+	}
 	stamp := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 	for _, o := range l.Versions {
 		if o.DeleteMarker {
 			out.Entries = append(out.Entries, deleteMarkerXML{Key: enc(o.Key), VersionId: o.VersionID, IsLatest: o.IsLatest,
-				LastModified: stamp(o.Modified), Owner: own})
+				LastModified: stamp(o.Modified), Owner: ownerOf(o.ObjectInfo)})
 			continue
 		}
 		out.Entries = append(out.Entries, versionXML{Key: enc(o.Key), VersionId: o.VersionID, IsLatest: o.IsLatest,
-			LastModified: stamp(o.Modified), ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD", Owner: own})
+			LastModified: stamp(o.Modified), ETag: `"` + o.ETag + `"`, Size: o.Size, StorageClass: "STANDARD", Owner: ownerOf(o.ObjectInfo)})
 	}
 	for _, p := range l.Prefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, prefixXML{enc(p)})
