@@ -44,6 +44,7 @@ var accessOf = map[string]access{
 	"ListMultipartUploads":    {"s3:ListBucketMultipartUploads", permRead, false},
 	"GetBucketLocation":       {"s3:GetBucketLocation", "", false},
 	"GetBucketVersioning":     {"s3:GetBucketVersioning", "", false},
+	"PutBucketVersioning":     {"s3:PutBucketVersioning", "", false},
 	"GetBucketCors":           {"s3:GetBucketCORS", "", false},
 	"GetBucketTagging":        {"s3:GetBucketTagging", "", false},
 	"GetBucketAcl":            {"s3:GetBucketAcl", permReadACP, false},
@@ -86,6 +87,7 @@ var ownerOnly = map[string]bool{
 	"PutBucketPolicy": true, "DeleteBucketPolicy": true, "GetBucketPolicy": true, "GetBucketPolicyStatus": true,
 	"PutPublicAccessBlock": true, "DeletePublicAccessBlock": true, "GetPublicAccessBlock": true, "DeleteBucket": true,
 	"PutBucketCors": true, "DeleteBucketCors": true, "PutBucketTagging": true, "DeleteBucketTagging": true,
+	"PutBucketVersioning": true,
 }
 
 // policyKept are the operations an explicit Deny does not refuse to a
