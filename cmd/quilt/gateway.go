@@ -112,6 +112,7 @@ var renewEvery, cancelDelay time.Duration
 // and how often it renews.
 func registerGatewayLeases(fs *flag.FlagSet, g *gridFlags) {
 	g.registerLease(fs)
+	g.registerWaitAll(fs)
 	fs.DurationVar(&renewEvery, "renew-every", 24*time.Hour, "how often the gateway walks every bucket and renews the lease of every object referenced (it also does at start); keep it well inside --lease: a gateway down for longer than --lease loses its objects")
 	fs.DurationVar(&cancelDelay, "cancel-delay", time.Minute, "how long after a DELETE, overwrite or aborted upload the leases of objects no key references any more are cancelled (reads in flight of the old version finish first)")
 }
@@ -218,6 +219,7 @@ func startS3(ctx context.Context, s *session, dir, addr string, tf s3TLSFlags, o
 	svc := &s3Service{gw: gw, admin: admin, url: "http://" + ln.Addr().String(),
 		srv: s3.New(gw, opt).HTTPServer(), tls: tlsSetup}
 	svc.reg = metrics.NewRegistry()
+	svc.reg.MustRegister(s.objects.Collectors()...)
 	svc.srv.Handler = s3.Instrument(svc.srv.Handler, svc.reg)
 	if tlsSetup != nil {
 		host := ln.Addr().String()

@@ -24,6 +24,7 @@ under an emulated network, and writes CSV, Markdown and PNG results to
 scenario NAME' prints a scenario in the file format --scenario reads.`)
 	sc := fs.String("scenario", "", "network: a built-in name (qmpsu, azure, kreonet, lan) or a scenario file; default: the experiment's")
 	quick := fs.Bool("quick", false, "the small variant: a few minutes on two cores")
+	waitAll := fs.Bool("wait-all", false, "write-read: Quilt's writes wait for every share instead of returning at happiness (the behaviour before early acknowledgement, for comparison)")
 	out := fs.String("out", "", "results directory (default lab-results/EXPERIMENT)")
 	work := fs.String("work", "", "scratch directory for node data (default: a temporary one, removed after)")
 	withTahoe := fs.Bool("tahoe", false, "write-read, sshfs-fio: also measure Tahoe-LAFS (installed from PyPI into a venv) behind the same links")
@@ -71,7 +72,7 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 		return errUsage
 	}
 	name := fs.Arg(1)
-	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv}
+	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv, WaitAll: *waitAll}
 	if *sc != "" {
 		s, err := scenario.Load(*sc)
 		if err != nil {

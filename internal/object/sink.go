@@ -43,6 +43,17 @@ type sink struct {
 	err    error         // the first reason the share failed
 	done   chan struct{} // closed when the node has answered
 	wdone  chan struct{} // closed when every queued piece is released
+	moved  chan struct{} // see newSink
+}
+
+// signal tells whoever paces the upload that this share moved on.
+func (s *sink) signal() {
+	if s.moved != nil {
+		select {
+		case s.moved <- struct{}{}:
+		default:
+		}
+	}
 }
 
 var errAborted = errors.New("object: upload aborted")
@@ -56,10 +67,13 @@ var errAborted = errors.New("object: upload aborted")
 // 3% faster: docs/benchmarks.md).
 const sinkQueue = 2
 
-func (c *Client) newSink(ctx context.Context, share int, node string, key sharestore.Key, size int64, lease sharestore.Lease) *sink {
+// newSink starts a share's upload with a queue of queue pieces; moved,
+// if not nil, is signalled (without blocking) whenever the share's
+// connection takes a piece or the share fails.
+func (c *Client) newSink(ctx context.Context, share int, node string, key sharestore.Key, size int64, lease sharestore.Lease, queue int, moved chan struct{}) *sink {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &sink{share: share, node: node, clock: c.opt.Clock, q: make(chan item, sinkQueue), cancel: cancel,
-		done: make(chan struct{}), wdone: make(chan struct{})}
+	s := &sink{share: share, node: node, clock: c.opt.Clock, q: make(chan item, queue), cancel: cancel,
+		done: make(chan struct{}), wdone: make(chan struct{}), moved: moved}
 	s.body = &shareBody{s: s, closed: make(chan struct{})}
 	go func() {
 		err := c.grid.PutShare(ctx, node, key, s.body, size, lease)
@@ -99,6 +113,7 @@ type shareBody struct {
 func (b *shareBody) next() (item, error) {
 	select {
 	case it, ok := <-b.s.q:
+		b.s.signal()
 		if !ok {
 			// finish closes the queue; abort marks the share failed
 			// before that, so a cut-off upload never ends cleanly.
@@ -196,6 +211,7 @@ func (s *sink) fail(err error) {
 		s.err = err
 	}
 	s.failed.Store(true)
+	s.signal()
 }
 
 func (s *sink) reason() error {
@@ -232,6 +248,22 @@ func (s *sink) send(it item, stall time.Duration) bool {
 		s.abort(fmt.Errorf("object: node %.8s made no progress for %v", s.node, stall))
 		s.q <- it // the writer drains now that the request is cancelled
 		return false
+	}
+}
+
+// offer queues a piece without waiting (AckAtHappy): a share whose
+// queue is full has fallen too far behind the upload, and is cut off,
+// to be placed in the background by repair once the upload ends.
+func (s *sink) offer(it item) {
+	if s.failed.Load() {
+		it.free()
+		return
+	}
+	select {
+	case s.q <- it:
+	default:
+		s.abort(fmt.Errorf("object: node %.8s fell %d pieces behind the upload; its share is placed later", s.node, cap(s.q)))
+		it.free()
 	}
 }
 
