@@ -139,7 +139,7 @@ func (g *gridFlags) connect() (*session, error) {
 		Stall:      g.stall,
 		Logger:     log,
 		AckAtHappy: !g.waitAll,
-		LeaseTerm: g.lease,
+		LeaseTerm:  g.lease,
 		LeaseSecret: func(si sharefile.SI) []byte {
 			m := hmac.New(sha256.New, lease)
 			m.Write(si[:])
