@@ -4,9 +4,12 @@
 //
 // Put streams the input through the codec to n share uploads in parallel,
 // placed by rendezvous hashing, and fails rather than store below the
-// happiness threshold. Get finds the shares, checks their trailers against
-// the capability, reads from the k fastest, verifies every block and moves
-// on to another share when a node is slow, down or lying. Check and Repair
+// happiness threshold; with Options.AckAtHappy it returns at happiness
+// and completes the other shares in the background. Get starts on the
+// first share lists that answer, checks their trailers against the
+// capability, reads the blocks of consecutive segments from every holder
+// at once by a running estimate of each one's throughput, hedges late
+// blocks, verifies every block and drops a node that is down or lying. Check and Repair
 // work from the verify capability alone. Memory is bounded by a few
 // segments per share, whatever the object's size.
 //

@@ -1,0 +1,132 @@
+package object_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/linkemu"
+	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+	"github.com/quilt-grid/quilt/internal/testgrid"
+)
+
+// holderCounter is the grid of real nodes with the share reads in flight
+// counted per node: the test sees how many holders feed a read at once.
+type holderCounter struct {
+	object.NodeGrid
+	mu       sync.Mutex
+	inflight map[string]int
+	peak     int
+}
+
+func (h *holderCounter) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	rc, err := h.NodeGrid.GetShare(ctx, node, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.inflight[node]++
+	h.peak = max(h.peak, len(h.inflight))
+	h.mu.Unlock()
+	return &countedBody{ReadCloser: rc, h: h, node: node}, nil
+}
+
+type countedBody struct {
+	io.ReadCloser
+	h    *holderCounter
+	node string
+	once sync.Once
+}
+
+func (b *countedBody) Close() error {
+	b.once.Do(func() {
+		b.h.mu.Lock()
+		if b.h.inflight[b.node]--; b.h.inflight[b.node] == 0 {
+			delete(b.h.inflight, b.node)
+		}
+		b.h.mu.Unlock()
+	})
+	return b.ReadCloser.Close()
+}
+
+func testLease(si sharefile.SI) []byte { return append([]byte("test lease "), si[:]...) }
+
+// A read of many segments from holders whose uplinks are slow draws on
+// more than k of them at once: the blocks of consecutive segments go to
+// different holders. Reading k shares one stream each, as reads did,
+// never has more than k (k+1 for a moment when it swaps a slow stream)
+// holders in flight, and the test fails.
+func TestGetUsesMoreThanKHolders(t *testing.T) {
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	c := g.ObjectsAt(clientHost, object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, _ := put(t, c, 11, 2<<20, p, 10)
+	for i := range 10 {
+		ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Up: 300_000})
+	}
+	hc := &holderCounter{NodeGrid: object.NodeGrid{Client: g.NodeClientAt(clientHost), MaxAge: time.Second}, inflight: map[string]int{}}
+	rd := object.New(hc, object.Options{LeaseSecret: testLease, Stall: time.Minute})
+	rep := mustGet(t, rd, rc, 11)
+	hc.mu.Lock()
+	peak := hc.peak
+	hc.mu.Unlock()
+	t.Logf("holders at once: %d (the reader's count: %d), hedges %d", peak, rep.Holders, rep.Hedges)
+	if peak <= p.K+1 {
+		t.Fatalf("at most %d holders fed the read at once; want more than k+1 = %d", peak, p.K+1)
+	}
+	if len(rep.Problems) != 0 {
+		t.Errorf("problems: %v", rep.Problems)
+	}
+}
+
+// A node whose answers take ten minutes (a link that has all but died)
+// does not hold a read up: it starts on the share lists that came, and
+// finishes without that node's. A read that waits for every node's list
+// first (with an hour's Stall) is still waiting at the test's deadline,
+// and the test fails.
+func TestGetDoesNotWaitForSlowList(t *testing.T) {
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	c := g.ObjectsAt(clientHost, object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, _ := put(t, c, 12, 1<<20, p, 10)
+	// The reader learns the members first (kept for an hour), then the
+	// last node's link back to it slows to ten minutes a chunk.
+	nc := g.NodeClientAt(clientHost)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := nc.Members(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	rd := object.New(object.NodeGrid{Client: nc, MaxAge: time.Hour}, object.Options{LeaseSecret: testLease, Stall: time.Hour})
+	// A first read opens connections to every node, so the slow node's
+	// list later goes on one already open (no TLS handshake to time out).
+	mustGet(t, rd, rc, 12)
+	ln.SetLink(testgrid.Host(9), clientHost, linkemu.Link{Delay: 10 * time.Minute})
+	h := sha256.New()
+	rep, err := rd.Get(ctx, rc, h, 0, -1)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	var got [32]byte
+	h.Sum(got[:0])
+	if got != digest(randReader(12, rc.Size)) {
+		t.Fatal("read returned different bytes")
+	}
+	if len(rep.Shares) < p.K {
+		t.Fatalf("shares %v", rep.Shares)
+	}
+	slow := string(g.Nodes[9].ID())
+	for _, pr := range rep.Problems {
+		if pr.Node == slow {
+			t.Errorf("the read waited for the slow node's list: %v", pr.Err)
+		}
+	}
+}
