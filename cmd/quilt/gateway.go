@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quilt-grid/quilt/internal/atomicfile"
+	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/keystone"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
@@ -54,7 +55,7 @@ func (s *s3Service) Close() {
 
 // openGateway opens the gateway whose state is in dir, on the grid of s.
 func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) (*gateway.Gateway, error) {
-	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax,
+	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax, SegmentSize: segmentSize,
 		LeaseRenew: renewEvery, CancelDelay: cancelDelay, References: volumeExtents})
 }
 
@@ -138,6 +139,10 @@ func checkGatewayLeases(g *gridFlags) error {
 // inlineMax is --inline of quilt gateway: objects up to this size live in
 // their namespace entry.
 var inlineMax = 4096
+
+// segmentSize is --segment-size of quilt gateway: the segment size of the
+// grid objects it stores (0: the default, 1 MiB).
+var segmentSize int
 
 // s3TLSFlags are the --s3-tls flags of quilt gateway and quilt up.
 type s3TLSFlags struct {
@@ -279,6 +284,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.StringVar(&sw.publicURL, "public-url", "", "Swift: base URL clients reach this gateway by, for the catalog (default: http://the --swift address)")
 	fs.DurationVar(&sw.ttl, "token-ttl", keystone.DefaultTTL, "Swift: how long a token lives")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
+	segSize := fs.String("segment-size", "1MiB", "segment size of the grid objects stored (smaller on slow links: a reader notices a slow holder sooner and spreads over more holders)")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
 	bodyTimeout := s3BodyTimeoutFlag(fs)
 	domain := s3DomainFlag(fs)
@@ -290,6 +296,14 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := checkGatewayLeases(&g); err != nil {
 		return err
 	}
+	seg, err := parseSize(*segSize)
+	if err != nil {
+		return fmt.Errorf("--segment-size: %w", err)
+	}
+	if p := (codec.Params{K: 3, N: 10, SegmentSize: int(seg)}); seg > 1<<30 || p.Validate() != nil {
+		return fmt.Errorf("--segment-size %s: want a size such as 256KiB, a multiple of k", *segSize)
+	}
+	segmentSize = int(seg)
 	if err := checkS3BodyTimeout(*bodyTimeout); err != nil {
 		return err
 	}

@@ -155,7 +155,11 @@ func runWriteRead(ctx context.Context, env *Env) error {
 		systems := []system{{
 			name: "quilt",
 			put: func(ctx context.Context, r io.Reader, size int64) (string, error) {
-				rc, rep, err := oc.Put(ctx, r, size, codec.DefaultParams(), 7)
+				p := codec.DefaultParams()
+				if env.SegmentSize > 0 {
+					p.SegmentSize = env.SegmentSize
+				}
+				rc, rep, err := oc.Put(ctx, r, size, p, 7)
 				last = rep
 				return rc.String(), err
 			},
