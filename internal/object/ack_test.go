@@ -146,3 +146,59 @@ func TestPutAckAtHappyCancelled(t *testing.T) {
 		t.Fatal("a cancelled upload succeeded")
 	}
 }
+
+// On 13 nodes of which 6 take shares slowly, a client that has measured
+// its links places the first happy shares of an object on the 7 fast
+// nodes, every time, and the other 3 on slow ones, which still receive
+// shares. By rendezvous hashing alone, a plan of 10 of the 13 nodes
+// holds all 7 fast ones only 7% of the time, and the test fails.
+func TestPutPlacesByMeasuredLinks(t *testing.T) {
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 13, Net: ln})
+	slow := map[string]bool{}
+	for i := range 6 {
+		ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Down: 100_000})
+		slow[string(g.Nodes[i].ID())] = true
+	}
+	c := g.ObjectsAt(clientHost, object.Options{AckAtHappy: true, Stall: time.Minute})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	p := codec.Params{K: 3, N: 10, SegmentSize: 32 << 10}
+	const size = 256 << 10
+	putWait := func(seed uint64) *object.PutReport {
+		t.Helper()
+		_, rep := put(t, c, seed, size, p, 7)
+		if rep.Background != nil {
+			if b, err := rep.Background.Wait(ctx); err != nil || !b.Healthy {
+				t.Fatalf("background: %v %+v", err, b)
+			}
+		}
+		return rep
+	}
+	// Until every node is measured, unmeasured nodes are tried first.
+	for seed := uint64(100); len(c.Links()) < 13; seed++ {
+		if seed > 106 {
+			t.Fatalf("after 6 uploads only %d of 13 links measured", len(c.Links()))
+		}
+		putWait(seed)
+	}
+	slowUsed := 0
+	for seed := uint64(200); seed < 204; seed++ {
+		rep := putWait(seed)
+		fast := 0
+		for _, sr := range rep.Shares {
+			if slow[sr.Node] {
+				slowUsed++
+			} else {
+				fast++
+			}
+		}
+		if fast != 7 {
+			t.Fatalf("upload %d: %d of the 7 fast nodes hold shares: %+v (links %v)", seed, fast, rep.Shares, c.Links())
+		}
+	}
+	if slowUsed != 4*3 {
+		t.Errorf("slow nodes got %d shares of 4 objects, want 3 each", slowUsed)
+	}
+}

@@ -63,6 +63,9 @@ func (c *Client) findSources(ctx context.Context, vc codec.VerifyCap) (*sourceFe
 			t0 := time.Now()
 			tails, err := tg.ListTrailers(lctx, n.ID, vc.SI)
 			took := time.Since(t0)
+			if err == nil {
+				c.links.roundTrip(n.ID, took)
+			}
 			var out []*source
 			mu.Lock()
 			if err != nil {

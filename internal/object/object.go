@@ -136,6 +136,7 @@ type Client struct {
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
 	stats    *bgStats
+	links    links // running estimates of the links to nodes
 }
 
 // New returns a client of grid.
