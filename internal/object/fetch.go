@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"sync"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/placement"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/sharestore"
 )
 
 // found sources, as they come: a read starts on the first holders that
@@ -175,22 +178,26 @@ type fseg struct {
 	tried  map[int]bool  // share numbers that sent a bad block of it
 }
 
-// freq is one block request.
+// freq is one request: the blocks of one share for segments [first,
+// last] (a run), from one holder.
 type freq struct {
-	src    int // index in fetcher.srcs
-	at     time.Time
-	cancel context.CancelFunc
-	hedge  bool
+	src         int // index in fetcher.srcs
+	at          time.Time
+	cancel      context.CancelFunc
+	hedge       bool
+	first, last int64
 }
 
-// fresult is a block request's end.
+// fresult is a block of a request, or its failure.
 type fresult struct {
+	req   *freq
 	seg   int64
 	src   int
 	b     []byte
-	took  time.Duration
+	took  time.Duration // since the request's previous block (or start)
 	err   error
 	share int
+	end   bool // the request's last result
 }
 
 // perHolder is how many block requests a holder has in flight at most:
@@ -207,9 +214,32 @@ func (c *Client) newFetcher(ctx context.Context, vc codec.VerifyCap, feed *sourc
 	return f
 }
 
-// setWindow sizes the read-ahead to keep every holder busy.
+// maxRun is the most segments one request reads, and runTime how long
+// a run should take by its holder's throughput: on a fast network a
+// holder streams many blocks per request (requests cost more than the
+// bytes there), on a slow one each request is a block or two, so that
+// the blocks spread over every holder and a slow one is noticed soon.
+const (
+	maxRun    = 8
+	runTime   = 250 * time.Millisecond
+	windowMem = 16 << 20 // bytes of segments read ahead at most
+	minWindow = 2
+)
+
+// setWindow sizes the read-ahead to keep every holder busy, within
+// windowMem.
 func (f *fetcher) setWindow() {
-	f.window = int64(max(2, perHolder*len(f.srcs)/max(f.vc.K, 1)))
+	w := max(minWindow, perHolder*len(f.srcs)*maxRun/max(f.vc.K, 1))
+	f.window = int64(max(minWindow, min(w, windowMem/max(f.vc.SegmentSize, 1))))
+}
+
+// runLen is how many segments to ask holder i for in one request.
+func (f *fetcher) runLen(i, blockLen int) int64 {
+	r := f.srcs[i].rate
+	if r == 0 {
+		return 1
+	}
+	return int64(max(1, min(maxRun, int(r*runTime.Seconds())/max(blockLen, 1))))
 }
 
 // takeLate adds the holders whose lists came after the read started.
@@ -236,9 +266,10 @@ func (f *fetcher) eta(i, n int) time.Duration {
 	if s.rate > 0 {
 		per += time.Duration(float64(n) / s.rate * float64(time.Second))
 	}
-	// Data shares (no decoding) win ties.
+	// A parity share costs decoding: a data share goes first unless it
+	// would take twice as long (as sources orders them).
 	if s.src.share >= f.vc.K {
-		per += per / 8
+		per *= 2
 	}
 	return time.Duration(s.inflight+1) * per
 }
@@ -261,37 +292,72 @@ func (f *fetcher) pick(seg *fseg, n int, limit int) int {
 	return best
 }
 
-// ask starts a request for block seg of holder i.
-func (f *fetcher) ask(seg int64, st *fseg, i int, hedge bool) {
+// ask starts a request to holder i for its blocks of segments [from,
+// to], which st... (the segments' states) record as asked.
+func (f *fetcher) ask(from, to int64, i int, hedge bool) {
 	s := f.srcs[i]
 	s.inflight++
 	ctx, cancel := context.WithCancel(f.ctx)
-	st.asked[s.src.share] = &freq{src: i, at: time.Now(), cancel: cancel, hedge: hedge}
+	req := &freq{src: i, at: time.Now(), cancel: cancel, hedge: hedge, first: from, last: to}
+	for seg := from; seg <= to; seg++ {
+		f.segs[seg].asked[s.src.share] = req
+	}
 	l := f.vc.Layout()
 	go func() {
-		b := f.bufs.get()[:l.BlockLen(seg)]
-		start := time.Now()
-		err := guarded(func() error {
-			if err := f.c.readInto(ctx, f.vc.SI, s.src.share, s.src.node, l.BlockOffset(seg), b); err != nil {
-				return err
-			}
-			if err := s.src.checkBlock(seg, b); err != nil {
-				return &badBlockError{seg: seg, err: err}
-			}
-			return nil
-		})
-		if err != nil {
-			f.bufs.put(b)
-			b = nil
-			if ctx.Err() != nil {
-				err = context.Canceled // cut short here, not by the node
+		send := func(r fresult) bool {
+			select {
+			case f.results <- r:
+				return true
+			case <-f.ctx.Done(): // the read is over
+				if r.b != nil {
+					f.bufs.put(r.b)
+				}
+				return false
 			}
 		}
-		select {
-		case f.results <- fresult{seg: seg, src: i, b: b, took: time.Since(start), err: err, share: s.src.share}:
-		case <-f.ctx.Done(): // the read is over
-			if b != nil {
+		off := l.BlockOffset(from)
+		end := l.BlockOffset(to) + int64(l.BlockLen(to))
+		prev := time.Now()
+		var rd io.ReadCloser
+		err := guarded(func() (err error) {
+			rd, err = f.c.grid.GetShare(ctx, s.src.node, sharestore.Key{SI: f.vc.SI, Share: s.src.share}, off, end-off)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				err = context.Canceled
+			}
+			send(fresult{req: req, seg: from, src: i, err: err, share: s.src.share, end: true})
+			return
+		}
+		defer rd.Close()
+		for seg := from; seg <= to; seg++ {
+			b := f.bufs.get()[:l.BlockLen(seg)]
+			err := guarded(func() error {
+				if _, err := io.ReadFull(rd, b); err != nil {
+					return fmt.Errorf("%w: reading block %d of share %d: %v", sharefile.ErrCorrupt, seg, s.src.share, err)
+				}
+				if err := s.src.checkBlock(seg, b); err != nil {
+					return &badBlockError{seg: seg, err: err}
+				}
+				return nil
+			})
+			now := time.Now()
+			r := fresult{req: req, seg: seg, src: i, b: b, took: now.Sub(prev), err: err, share: s.src.share, end: seg == to}
+			prev = now
+			var bad *badBlockError
+			if err != nil {
 				f.bufs.put(b)
+				r.b = nil
+				if ctx.Err() != nil {
+					r.err = context.Canceled // cut short here, not by the node
+				}
+				if !errors.As(err, &bad) || ctx.Err() != nil {
+					r.end = true // the stream is broken: the request ends here
+				}
+			}
+			if !send(r) || r.end {
+				return
 			}
 		}
 	}()
@@ -305,32 +371,46 @@ func (f *fetcher) ask(seg int64, st *fseg, i int, hedge bool) {
 }
 
 // schedule asks for the blocks of the segments in the window that have
-// fewer than k blocks asked for or in hand.
+// fewer than k blocks asked for or in hand, each request a run of the
+// following segments too where the same holder's share is wanted.
 func (f *fetcher) schedule() {
 	l := f.vc.Layout()
-	for seg := f.next; seg <= f.to && seg < f.next+f.window; seg++ {
+	last := min(f.to, f.next+f.window-1)
+	state := func(seg int64) *fseg {
 		st := f.segs[seg]
 		if st == nil {
 			st = &fseg{blocks: make([][]byte, f.vc.N), asked: map[int]*freq{}, tried: map[int]bool{}}
 			f.segs[seg] = st
 		}
+		return st
+	}
+	for seg := f.next; seg <= last; seg++ {
+		st := state(seg)
 		for st.got+len(st.asked) < f.vc.K {
 			i := f.pick(st, l.BlockLen(seg), perHolder)
 			if i < 0 {
 				break
 			}
-			f.ask(seg, st, i, false)
+			sh := f.srcs[i].src.share
+			to := seg
+			for n := f.runLen(i, l.BlockLen(seg)); to+1 <= last && to+1 < seg+n; to++ {
+				nx := state(to + 1)
+				if _, asked := nx.asked[sh]; asked || nx.tried[sh] || nx.blocks[sh] != nil || nx.got+len(nx.asked) >= f.vc.K {
+					break
+				}
+			}
+			f.ask(seg, to, i, false)
 		}
 	}
 }
 
 // hedgeAfter is how late a block may be, against its holder's estimate,
 // before a spare holder is asked for the segment too.
-func (f *fetcher) hedgeAfter(r *freq, n int) time.Duration {
+func (f *fetcher) hedgeAfter(r *freq, seg int64, n int) time.Duration {
 	s := f.srcs[r.src]
 	exp := s.src.latency
 	if s.rate > 0 {
-		exp += time.Duration(float64(n*perHolder) / s.rate * float64(time.Second))
+		exp += time.Duration(float64(n*int(seg-r.first+1)) / s.rate * float64(time.Second))
 	} else {
 		exp = max(exp*4, slowNow)
 	}
@@ -352,7 +432,9 @@ func (f *fetcher) segment(ctx context.Context, seg int64) ([][]byte, error) {
 		st := f.segs[seg]
 		if st.got >= f.vc.K {
 			for sh, r := range st.asked {
-				r.cancel() // late and hedged requests: the segment is whole
+				if r.last <= seg {
+					r.cancel() // late and hedged requests: the segment is whole
+				}
 				delete(st.asked, sh)
 			}
 			delete(f.segs, seg)
@@ -390,12 +472,12 @@ func (f *fetcher) segment(ctx context.Context, seg int64) ([][]byte, error) {
 		}
 		if !hedged {
 			for _, r := range st.asked {
-				d := time.Until(r.at.Add(f.hedgeAfter(r, l.BlockLen(seg))))
+				d := time.Until(r.at.Add(f.hedgeAfter(r, seg, l.BlockLen(seg))))
 				due = min(due, d)
 			}
 			if due <= 0 {
 				if i := f.pick(st, l.BlockLen(seg), perHolder+1); i >= 0 {
-					f.ask(seg, st, i, true)
+					f.ask(seg, seg, i, true)
 					f.hedges++
 					continue
 				}
@@ -425,13 +507,19 @@ func (f *fetcher) segment(ctx context.Context, seg int64) ([][]byte, error) {
 // done takes a request's end.
 func (f *fetcher) done(r fresult, last *error) {
 	s := f.srcs[r.src]
-	s.inflight--
-	st := f.segs[r.seg]
-	if st != nil {
-		if req := st.asked[r.share]; req != nil && req.src == r.src {
-			delete(st.asked, r.share)
-			req.cancel()
+	if r.end {
+		s.inflight--
+		r.req.cancel()
+		// A request that ended early leaves its later segments unasked.
+		for seg := r.seg; seg <= r.req.last; seg++ {
+			if st := f.segs[seg]; st != nil && st.asked[r.share] == r.req {
+				delete(st.asked, r.share)
+			}
 		}
+	}
+	st := f.segs[r.seg]
+	if st != nil && st.asked[r.share] == r.req {
+		delete(st.asked, r.share)
 	}
 	switch {
 	case r.err == nil:
