@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,5 +129,60 @@ func TestGetDoesNotWaitForSlowList(t *testing.T) {
 		if pr.Node == slow {
 			t.Errorf("the read waited for the slow node's list: %v", pr.Err)
 		}
+	}
+}
+
+// firstBlockAsks is the grid of real nodes recording which shares a
+// read asks for from their first block.
+type firstBlockAsks struct {
+	object.NodeGrid
+	off    int64
+	mu     sync.Mutex
+	shares map[int]bool
+}
+
+func (g *firstBlockAsks) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	if off == g.off {
+		g.mu.Lock()
+		g.shares[key.Share] = true
+		g.mu.Unlock()
+	}
+	return g.NodeGrid.GetShare(ctx, node, key, off, n)
+}
+
+// The holders of the three data shares answer lists at once but send
+// blocks at 5 kB/s (testgrid.Throttle), a block of the first segment
+// taking seconds: the read asks a spare holder for that segment's block
+// too (a hedge) well before, so more than k shares are asked for the
+// first segment. A read that waits for the blocks it asked for asks
+// exactly k, and the test fails.
+func TestGetHedgesLateBlock(t *testing.T) {
+	rates := make([]*atomic.Int64, 10)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Wrap: func(i int, s sharestore.Store) sharestore.Store {
+		rates[i] = new(atomic.Int64)
+		return testgrid.Throttle(s, rates[i])
+	}})
+	c := g.Objects(object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, prep := put(t, c, 13, 512<<10, p, 10)
+	for _, sr := range prep.Shares {
+		if sr.Share < p.K {
+			for i, n := range g.Nodes {
+				if string(n.ID()) == sr.Node {
+					rates[i].Store(5_000)
+				}
+			}
+		}
+	}
+	fg := &firstBlockAsks{NodeGrid: object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Second},
+		off: rc.Verify().Layout().BlockOffset(0), shares: map[int]bool{}}
+	rd := object.New(fg, object.Options{LeaseSecret: testLease, Stall: time.Minute})
+	rep := mustGet(t, rd, rc, 13)
+	fg.mu.Lock()
+	asked := len(fg.shares)
+	fg.mu.Unlock()
+	t.Logf("shares asked for the first segment: %d, hedges %d", asked, rep.Hedges)
+	if asked <= p.K {
+		t.Fatalf("%d shares asked for the first segment: no hedge", asked)
 	}
 }
