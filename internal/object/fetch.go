@@ -208,10 +208,16 @@ func (c *Client) newFetcher(ctx context.Context, vc codec.VerifyCap, feed *sourc
 	f := &fetcher{c: c, vc: vc, ctx: ctx, feed: feed, segs: map[int64]*fseg{}, next: from, to: to,
 		results: make(chan fresult, 64), bufs: bufs}
 	for _, s := range feed.first {
-		f.srcs = append(f.srcs, &fsrc{src: s})
+		f.srcs = append(f.srcs, f.newSrc(s))
 	}
 	f.setWindow()
 	return f
+}
+
+// newSrc is a holder, with the client's estimate of its link as the
+// starting point of the read's own.
+func (f *fetcher) newSrc(s *source) *fsrc {
+	return &fsrc{src: s, rate: f.c.links.readRate(s.node)}
 }
 
 // maxRun is the most segments one request reads, and runTime how long
@@ -251,7 +257,7 @@ func (f *fetcher) takeLate() {
 				f.feed.late = nil
 				return
 			}
-			f.srcs = append(f.srcs, &fsrc{src: s})
+			f.srcs = append(f.srcs, f.newSrc(s))
 			f.setWindow()
 		default:
 			return
@@ -454,7 +460,7 @@ func (f *fetcher) segment(ctx context.Context, seg int64) ([][]byte, error) {
 					if !ok {
 						f.feed.late = nil
 					} else {
-						f.srcs = append(f.srcs, &fsrc{src: s})
+						f.srcs = append(f.srcs, f.newSrc(s))
 						f.setWindow()
 					}
 					continue
@@ -523,6 +529,7 @@ func (f *fetcher) done(r fresult, last *error) {
 	}
 	switch {
 	case r.err == nil:
+		f.c.links.download(s.src.node, int64(len(r.b)), r.took)
 		n := float64(len(r.b))
 		if rate := n / max(r.took.Seconds(), 1e-6); s.rate == 0 {
 			s.rate = rate
