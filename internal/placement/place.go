@@ -3,6 +3,7 @@ package placement
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -49,8 +50,9 @@ func Place(si []byte, nodes []Node, n, happy int, shareSize int64) (Plan, error)
 // PlaceBy is Place for links of uneven speed: eta estimates how long a
 // share of shareSize bytes takes to reach a node (0 where nothing is
 // known yet: such a node is tried early, so that it gets measured). Of
-// the nodes with room, the happy with the smallest eta (ties in Rank
-// order) come first and the others follow in Rank order, and shares are
+// the nodes with room, the happy with the smallest eta come first (etas
+// within a factor of two of each other count as equal, and equal ones
+// keep Rank order) and the others follow in Rank order, and shares are
 // assigned as Place does (fewest on the node, then fewest in its zone,
 // then that order). So zone spread holds as with Place, the first happy
 // shares go to the nodes that will take them soonest, and the other n −
@@ -75,6 +77,21 @@ func PlaceBy(si []byte, nodes []Node, n, happy int, shareSize int64, eta func(id
 		}
 		seen[nd.ID] = true
 		cs = append(cs, cand{i, eta(nd.ID)})
+	}
+	// Speeds within a factor of two of the fastest known are the same
+	// here (and so on by powers of two): measurements are noisy, and
+	// nodes of about the same speed keep rendezvous order, so that a
+	// uniform network is placed as by Place.
+	fastest := math.Inf(1)
+	for _, c := range cs {
+		if c.eta > 0 {
+			fastest = min(fastest, c.eta)
+		}
+	}
+	for i := range cs {
+		if cs[i].eta > 0 {
+			cs[i].eta = math.Floor(math.Log2(cs[i].eta / fastest))
+		}
 	}
 	slices.SortStableFunc(cs, func(a, b cand) int { return cmp.Compare(a.eta, b.eta) })
 	first := map[int]bool{}

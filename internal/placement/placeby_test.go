@@ -72,7 +72,8 @@ func TestPlaceByKeepsZoneSpread(t *testing.T) {
 	}
 }
 
-// With no difference in speed, PlaceBy is Place; nodes without room are
+// With no difference in speed, or less than a factor of two, PlaceBy is
+// Place; nodes without room are
 // skipped whatever their speed; bad parameters are refused.
 func TestPlaceByEqualIsPlace(t *testing.T) {
 	nodes := equalNodes(15, GiB)
@@ -83,6 +84,16 @@ func TestPlaceByEqualIsPlace(t *testing.T) {
 		b, err2 := PlaceBy(si, nodes, 10, 7, MiB, func(string) float64 { return 0 })
 		if err1 != nil || err2 != nil || !slices.Equal(a.Nodes, b.Nodes) {
 			t.Fatalf("Place %v (%v), PlaceBy %v (%v)", a.Nodes, err1, b.Nodes, err2)
+		}
+		// Measurements within a factor of two of each other (noise on a
+		// uniform network) change nothing either.
+		noisy := map[string]float64{}
+		for _, nd := range nodes {
+			noisy[nd.ID] = 1 + r.Float64()*0.99
+		}
+		c, err3 := PlaceBy(si, nodes, 10, 7, MiB, func(id string) float64 { return noisy[id] })
+		if err3 != nil || !slices.Equal(a.Nodes, c.Nodes) {
+			t.Fatalf("noise moved shares: Place %v, PlaceBy %v (%v)", a.Nodes, c.Nodes, err3)
 		}
 	}
 	full := equalNodes(12, GiB)
