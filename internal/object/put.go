@@ -103,12 +103,13 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		shareSize = sharefile.NewLayout(p.K, p.N, p.SegmentSize, size).ShareSize()
 		sendSize = shareSize
 	}
-	// An object of several segments goes first to the nodes the client's
-	// links reach fastest (placement.PlaceBy); one of a single segment is
-	// placed by rendezvous alone, where a reader's quick read looks for
-	// its data shares.
+	// An upload acknowledged at happiness of an object of several
+	// segments goes first to the nodes the client's links reach fastest
+	// (placement.PlaceBy). One that waits for every share gains nothing
+	// from that, and one of a single segment is placed by rendezvous
+	// alone, where a reader's quick read looks for its data shares.
 	var plan placement.Plan
-	if size > int64(p.SegmentSize) {
+	if c.opt.AckAtHappy && size > int64(p.SegmentSize) {
 		plan, err = placement.PlaceBy(si[:], placementNodes(nodes), p.N, happy, shareSize, c.links.eta(shareSize))
 	} else {
 		plan, err = placement.Place(si[:], placementNodes(nodes), p.N, happy, shareSize)
