@@ -141,7 +141,7 @@ func (c *Client) findSources(ctx context.Context, vc codec.VerifyCap) (*sourceFe
 // on a network of uneven links the reader's downlink, not the k fastest
 // uplinks, is the limit. It keeps a running estimate of each holder's
 // throughput, gives each block to the holder that should deliver it
-// soonest, and hedges a block that is late against that estimate by
+// soonest, and hedges each block that is late against that estimate by
 // asking a spare holder for the same segment: the first k blocks win.
 type fetcher struct {
 	c        *Client
@@ -470,24 +470,27 @@ func (f *fetcher) segment(ctx context.Context, seg int64) ([][]byte, error) {
 			}
 			return nil, fmt.Errorf("%w: segment %d: ran out of good shares (last problem: %v)", ErrUnavailable, seg, last)
 		}
-		// Hedge the segment's latest request, once, when it is late.
+		// Hedge each late request of the segment once: as many hedges
+		// in flight as requests that are late and not hedges themselves.
 		var due time.Duration = time.Hour
-		hedged := false
+		late, hedging := 0, 0
 		for _, r := range st.asked {
-			hedged = hedged || r.hedge
-		}
-		if !hedged {
-			for _, r := range st.asked {
-				d := time.Until(r.at.Add(f.hedgeAfter(r, seg, l.BlockLen(seg))))
+			if r.hedge {
+				hedging++
+				continue
+			}
+			d := time.Until(r.at.Add(f.hedgeAfter(r, seg, l.BlockLen(seg))))
+			if d <= 0 {
+				late++
+			} else {
 				due = min(due, d)
 			}
-			if due <= 0 {
-				if i := f.pick(st, l.BlockLen(seg), perHolder+1); i >= 0 {
-					f.ask(seg, seg, i, true)
-					f.hedges++
-					continue
-				}
-				due = time.Hour
+		}
+		if late > hedging {
+			if i := f.pick(st, l.BlockLen(seg), perHolder+1); i >= 0 {
+				f.ask(seg, seg, i, true)
+				f.hedges++
+				continue
 			}
 		}
 		hedge.Reset(max(due, time.Millisecond))
