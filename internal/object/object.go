@@ -135,6 +135,7 @@ type Client struct {
 	bg       context.Context
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
+	bgMu     sync.Mutex // orders bgWG.Add after Close's cancel
 	stats    *bgStats
 	links    links // running estimates of the links to nodes
 }
@@ -179,8 +180,23 @@ func (c *Client) Wait(ctx context.Context) error {
 // nodes store nothing), and the grid's repairers place them later. The
 // client may still be used: later uploads wait for every share.
 func (c *Client) Close() {
+	c.bgMu.Lock()
 	c.bgCancel()
+	c.bgMu.Unlock()
 	c.bgWG.Wait()
+}
+
+// goBackground runs fn as a background completion unless the client is
+// closed, and reports whether it did.
+func (c *Client) goBackground(fn func()) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bg.Err() != nil {
+		return false
+	}
+	c.bgWG.Add(1)
+	go fn()
+	return true
 }
 
 // needLease says whether the client may store shares.

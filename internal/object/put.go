@@ -356,10 +356,17 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 	if early && (len(pending) > 0 || missing > 0) {
 		rep.Pending = len(pending) + missing
 		rep.Background = &Pending{done: make(chan struct{})}
-		handedOff = true
-		c.bgWG.Add(1)
 		c.stats.running.Inc()
-		go c.complete(sctx, bgCancel, rc.Verify(), fin, ferr, ss, pending, missing, rep.Background)
+		handedOff = c.goBackground(func() {
+			c.complete(sctx, bgCancel, rc.Verify(), fin, ferr, ss, pending, missing, rep.Background)
+		})
+		if !handedOff {
+			// Closed meanwhile: the shares in flight are cut off (sctx
+			// ends with this return) and left to the grid's repairers.
+			c.stats.running.Dec()
+			close(rep.Background.done)
+			rep.Background.rep.Err = errors.New("object: client closed: shares left to the grid's repairers")
+		}
 	}
 	return rc, rep, nil
 }
