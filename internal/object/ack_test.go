@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/linkemu"
 	"github.com/quilt-grid/quilt/internal/object"
@@ -88,6 +89,29 @@ func TestPutAcksAtHappiness(t *testing.T) {
 	}
 	if !crep.Clean() || crep.Nodes != 10 {
 		t.Fatalf("after the background: %d good shares on %d nodes, want 10 on 10", crep.Good, crep.Nodes)
+	}
+	// The metrics count it.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c.Collectors()...)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bgUploaded, observed float64
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			switch f.GetName() {
+			case "quilt_object_background_shares_total":
+				if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "uploaded" {
+					bgUploaded = m.GetCounter().GetValue()
+				}
+			case "quilt_object_background_seconds":
+				observed = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	if bgUploaded < 1 || observed != 1 {
+		t.Errorf("metrics: %v shares uploaded in the background, %v completions observed; want ≥1 and 1", bgUploaded, observed)
 	}
 }
 
