@@ -186,3 +186,62 @@ func TestGetHedgesLateBlock(t *testing.T) {
 		t.Fatalf("%d shares asked for the first segment: no hedge", asked)
 	}
 }
+
+// nodesAsked is the grid of real nodes recording which nodes a client
+// asked for share bytes.
+type nodesAsked struct {
+	object.NodeGrid
+	mu    sync.Mutex
+	nodes map[string]bool
+}
+
+func (g *nodesAsked) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	g.mu.Lock()
+	g.nodes[node] = true
+	g.mu.Unlock()
+	return g.NodeGrid.GetShare(ctx, node, key, off, n)
+}
+
+// A file of one segment whose data share is on a node behind a slow
+// link is read the quick way from a parity share instead, once the
+// client has measured that link (here by uploading to it): the slow node
+// is not asked for anything. A quick read that always takes the data
+// shares reads from it, and the test fails.
+func TestQuickReadAvoidsSlowNode(t *testing.T) {
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	const slow = 9
+	ln.SetHost(testgrid.Host(slow), linkemu.HostLimit{Up: 50_000, Down: 50_000})
+	slowID := string(g.Nodes[slow].ID())
+	ng := &nodesAsked{NodeGrid: object.NodeGrid{Client: g.NodeClientAt(clientHost), MaxAge: time.Second}, nodes: map[string]bool{}}
+	c := object.New(ng, object.Options{LeaseSecret: testLease, Stall: time.Minute})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 128 << 10}
+	// Objects until one has a data share on the slow node (each upload
+	// also measures the links).
+	var rc codec.ReadCap
+	var seed uint64
+	for seed = 300; ; seed++ {
+		if seed > 340 {
+			t.Fatal("no object of 40 had a data share on the slow node")
+		}
+		r, rep := put(t, c, seed, 100<<10, p, 10)
+		onSlow := false
+		for _, sr := range rep.Shares {
+			onSlow = onSlow || (sr.Share < p.K && sr.Node == slowID)
+		}
+		if onSlow {
+			rc = r
+			break
+		}
+	}
+	ng.mu.Lock()
+	ng.nodes = map[string]bool{}
+	ng.mu.Unlock()
+	rep := mustGet(t, c, rc, seed)
+	ng.mu.Lock()
+	asked := ng.nodes[slowID]
+	ng.mu.Unlock()
+	if asked {
+		t.Fatalf("the quick read asked the slow node (shares read %v, links %v)", rep.Shares, c.Links()[slowID])
+	}
+}
