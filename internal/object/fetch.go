@@ -532,7 +532,9 @@ func (f *fetcher) done(r fresult, last *error) {
 	}
 	switch {
 	case r.err == nil:
-		f.c.links.download(s.src.node, int64(len(r.b)), r.took)
+		if len(r.b) >= 16<<10 { // smaller blocks time round trips
+			f.c.links.download(s.src.node, int64(len(r.b)), r.took)
+		}
 		n := float64(len(r.b))
 		if rate := n / max(r.took.Seconds(), 1e-6); s.rate == 0 {
 			s.rate = rate

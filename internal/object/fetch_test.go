@@ -215,7 +215,7 @@ func TestQuickReadAvoidsSlowNode(t *testing.T) {
 	slowID := string(g.Nodes[slow].ID())
 	ng := &nodesAsked{NodeGrid: object.NodeGrid{Client: g.NodeClientAt(clientHost), MaxAge: time.Second}, nodes: map[string]bool{}}
 	c := object.New(ng, object.Options{LeaseSecret: testLease, Stall: time.Minute})
-	p := codec.Params{K: 3, N: 10, SegmentSize: 128 << 10}
+	p := codec.Params{K: 3, N: 10, SegmentSize: 1 << 20}
 	// Objects until one has a data share on the slow node (each upload
 	// also measures the links).
 	var rc codec.ReadCap
@@ -224,7 +224,7 @@ func TestQuickReadAvoidsSlowNode(t *testing.T) {
 		if seed > 340 {
 			t.Fatal("no object of 40 had a data share on the slow node")
 		}
-		r, rep := put(t, c, seed, 100<<10, p, 10)
+		r, rep := put(t, c, seed, 600<<10, p, 10) // shares of 200 kB: measured
 		onSlow := false
 		for _, sr := range rep.Shares {
 			onSlow = onSlow || (sr.Share < p.K && sr.Node == slowID)

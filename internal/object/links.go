@@ -27,6 +27,10 @@ type linkEst struct {
 // ewma weighs a new measurement against the running estimate.
 const ewma = 0.3
 
+// minMeasured is the least a share upload must send to count in the
+// throughput estimate: below, its time is mostly round trips.
+const minMeasured = 64 << 10
+
 func (l *links) est(node string) *linkEst {
 	if l.m == nil {
 		l.m = map[string]*linkEst{}

@@ -104,7 +104,8 @@ func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Co
 
 // quickShares chooses the k shares a quick read fetches: the data shares
 // (no decoding), but a data share whose node the client's link
-// estimates put at less than half the speed of a parity share's node is
+// estimates put at less than a quarter of the speed of a parity share's
+// node (far beyond the noise of measurements on a uniform network) is
 // swapped for that parity share (a small segment decodes in
 // microseconds; a radio link of 1 Mbit/s costs seconds).
 func (c *Client) quickShares(vc codec.VerifyCap, plan placement.Plan) []int {
@@ -130,7 +131,7 @@ func (c *Client) quickShares(vc codec.VerifyCap, plan placement.Plan) []int {
 			continue // nothing known: the data share
 		}
 		best := spare[0]
-		if used[plan.Nodes[best]] || rate(best) < 2*r {
+		if used[plan.Nodes[best]] || rate(best) < 4*r {
 			continue
 		}
 		which[i], spare = best, spare[1:]

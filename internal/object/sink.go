@@ -83,8 +83,9 @@ func (c *Client) newSink(ctx context.Context, share int, node string, key shares
 			err = ctx.Err()
 		}
 		// A share's throughput, also of one cut off for lagging: what
-		// reached the node in the time it had.
-		if err == nil || s.sent.Load() >= 64<<10 {
+		// reached the node in the time it had. A small share's time is
+		// mostly round trips, not throughput: not counted.
+		if s.sent.Load() >= minMeasured {
 			c.links.upload(node, s.sent.Load(), time.Since(start))
 		}
 		if err != nil {
