@@ -66,6 +66,10 @@ type gridFlags struct {
 	stall time.Duration
 	log   string
 	lease time.Duration // --lease of the commands that store or renew (registerLease); 0: the default
+	// waitAll (--wait-all of the commands that store, registerWaitAll)
+	// makes uploads wait for every share rather than return at
+	// happiness (object.Options.AckAtHappy).
+	waitAll bool
 }
 
 func (g *gridFlags) register(fs *flag.FlagSet) {
@@ -132,9 +136,10 @@ func (g *gridFlags) connect() (*session, error) {
 	log := newLogger(g.log)
 	nc := node.NewClient(inv, id)
 	oc := object.New(object.NodeGrid{Client: nc}, object.Options{
-		Stall:     g.stall,
-		Logger:    log,
-		LeaseTerm: g.lease,
+		Stall:      g.stall,
+		Logger:     log,
+		AckAtHappy: !g.waitAll,
+		LeaseTerm:  g.lease,
 		LeaseSecret: func(si sharefile.SI) []byte {
 			m := hmac.New(sha256.New, lease)
 			m.Write(si[:])

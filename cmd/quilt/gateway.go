@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quilt-grid/quilt/internal/atomicfile"
+	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/gateway/keystone"
 	"github.com/quilt-grid/quilt/internal/gateway/s3"
@@ -59,7 +60,7 @@ func (s *s3Service) Close() {
 
 // openGateway opens the gateway whose state is in dir, on the grid of s.
 func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) (*gateway.Gateway, error) {
-	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax,
+	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax, SegmentSize: segmentSize,
 		LeaseRenew: renewEvery, CancelDelay: cancelDelay, References: volumeRefs(s.objects)})
 }
 
@@ -110,6 +111,7 @@ var renewEvery, cancelDelay time.Duration
 // and how often it renews.
 func registerGatewayLeases(fs *flag.FlagSet, g *gridFlags) {
 	g.registerLease(fs)
+	g.registerWaitAll(fs)
 	fs.DurationVar(&renewEvery, "renew-every", 24*time.Hour, "how often the gateway walks every bucket and renews the lease of every object referenced (it also does at start); keep it well inside --lease: a gateway down for longer than --lease loses its objects")
 	fs.DurationVar(&cancelDelay, "cancel-delay", time.Minute, "how long after a DELETE, overwrite or aborted upload the leases of objects no key references any more are cancelled (reads in flight of the old version finish first)")
 }
@@ -135,6 +137,10 @@ func checkGatewayLeases(g *gridFlags) error {
 // inlineMax is --inline of quilt gateway: objects up to this size live in
 // their namespace entry.
 var inlineMax = 4096
+
+// segmentSize is --segment-size of quilt gateway: the segment size of the
+// grid objects it stores (0: the default, 1 MiB).
+var segmentSize int
 
 // s3TLSFlags are the --s3-tls flags of quilt gateway and quilt up.
 type s3TLSFlags struct {
@@ -252,6 +258,7 @@ func startS3(ctx context.Context, s *session, dir, addr string, tf s3TLSFlags, o
 	svc.stopLifecycle = stop
 	go api.RunLifecycle(lctx)
 	svc.reg = metrics.NewRegistry()
+	svc.reg.MustRegister(s.objects.Collectors()...)
 	svc.srv.Handler = s3.Instrument(svc.srv.Handler, svc.reg)
 	if tlsSetup != nil {
 		host := ln.Addr().String()
@@ -311,6 +318,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.StringVar(&sw.publicURL, "public-url", "", "Swift: base URL clients reach this gateway by, for the catalog (default: http://the --swift address)")
 	fs.DurationVar(&sw.ttl, "token-ttl", keystone.DefaultTTL, "Swift: how long a token lives")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
+	segSize := fs.String("segment-size", "1MiB", "segment size of the grid objects stored (smaller on slow links: a reader notices a slow holder sooner and spreads over more holders)")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
 	bodyTimeout := s3BodyTimeoutFlag(fs)
 	domain := s3DomainFlag(fs)
@@ -325,6 +333,14 @@ func runGateway(ctx context.Context, args []string) error {
 	if err := checkGatewayLeases(&g); err != nil {
 		return err
 	}
+	seg, err := parseSize(*segSize)
+	if err != nil {
+		return fmt.Errorf("--segment-size: %w", err)
+	}
+	if p := (codec.Params{K: 3, N: 10, SegmentSize: int(seg)}); seg > 1<<30 || p.Validate() != nil {
+		return fmt.Errorf("--segment-size %s: want a size such as 256KiB, a multiple of k", *segSize)
+	}
+	segmentSize = int(seg)
 	if err := checkS3BodyTimeout(*bodyTimeout); err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ under an emulated network, and writes CSV, Markdown and PNG results to
 scenario NAME' prints a scenario in the file format --scenario reads.`)
 	sc := fs.String("scenario", "", "network: a built-in name (qmpsu, azure, kreonet, lan) or a scenario file; default: the experiment's")
 	quick := fs.Bool("quick", false, "the small variant: a few minutes on two cores")
+	segSize := fs.String("segment-size", "", "write-read: segment size of Quilt's files (default 1MiB)")
+	waitAll := fs.Bool("wait-all", false, "write-read: Quilt's writes wait for every share instead of returning at happiness (the behaviour before early acknowledgement, for comparison)")
 	out := fs.String("out", "", "results directory (default lab-results/EXPERIMENT)")
 	work := fs.String("work", "", "scratch directory for node data (default: a temporary one, removed after)")
 	withTahoe := fs.Bool("tahoe", false, "write-read, sshfs-fio: also measure Tahoe-LAFS (installed from PyPI into a venv) behind the same links")
@@ -72,7 +74,14 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 		return errUsage
 	}
 	name := fs.Arg(1)
-	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv}
+	seg := int64(0)
+	if *segSize != "" {
+		var err error
+		if seg, err = parseSize(*segSize); err != nil || seg <= 0 || seg > 1<<30 {
+			return fmt.Errorf("--segment-size %q: want a size such as 256KiB", *segSize)
+		}
+	}
+	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv, WaitAll: *waitAll, SegmentSize: int(seg)}
 	if *doors != "" {
 		env.Doors = strings.Split(*doors, ",")
 	}

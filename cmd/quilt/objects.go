@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/repairer"
 )
 
@@ -50,6 +51,7 @@ func runPut(ctx context.Context, args []string) error {
 	var e encodingFlags
 	g.register(fs)
 	g.registerLease(fs)
+	g.registerWaitAll(fs)
 	e.register(fs)
 	verbose := fs.Bool("v", false, "say where each share went, and print the verify capability (for 'quilt check') on standard error")
 	if err := parseArgs(fs, args, 1); err != nil {
@@ -101,18 +103,44 @@ func runPut(ctx context.Context, args []string) error {
 	if *verbose {
 		for _, sh := range rep.Shares {
 			status := "stored"
-			if sh.Err != nil {
+			if errors.Is(sh.Err, object.ErrPending) {
+				status = "still being placed"
+			} else if sh.Err != nil {
 				status = sh.Err.Error()
 			}
 			fmt.Fprintf(os.Stderr, "share %2d  node %.8s  %s\n", sh.Share, sh.Node, status)
 		}
-		fmt.Fprintf(os.Stderr, "%s on %d distinct nodes\n", human(rep.Bytes), rep.Happiness)
+		fmt.Fprintf(os.Stderr, "%s durable on %d nodes in %d zones (happy %d), %d shares still being placed\n", human(rep.Bytes), rep.Happiness, rep.Zones, e.happy, rep.Pending)
 		fmt.Fprintf(os.Stderr, "verify capability (checks and repairs, cannot read): %s\n", rc.Verify())
 	}
 	if ms, err := s.nodes.Members(ctx, 1e9); err == nil {
 		s.rememberPeers(ms)
 	}
 	fmt.Println(rc.String())
+	if rep.Background != nil {
+		// The capability is out; the shares still on their way finish
+		// before the command exits. An interrupt leaves them to the
+		// grid's repairers (the object is in their registry).
+		brep, err := rep.Background.Wait(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "interrupted: %d shares left for the grid's repairers to place\n", rep.Pending)
+			return nil
+		}
+		if *verbose || !brep.Healthy {
+			placed := 0
+			for _, sr := range brep.Uploaded {
+				if sr.Err == nil {
+					placed++
+				}
+			}
+			fmt.Fprintf(os.Stderr, "background: %d shares uploaded, %d placed by repair in %.1fs", placed, brep.Repaired, brep.Took.Seconds())
+			if !brep.Healthy {
+				fmt.Fprintf(os.Stderr, "; not all shares are placed (%v): the grid's repairers will\n", brep.Err)
+			} else {
+				fmt.Fprintln(os.Stderr, "; every share is placed")
+			}
+		}
+	}
 	return nil
 }
 

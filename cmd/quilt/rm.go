@@ -21,6 +21,12 @@ func (g *gridFlags) registerLease(fs *flag.FlagSet) {
 	fs.DurationVar(&g.lease, "lease", object.DefaultLeaseTerm, leaseHelp)
 }
 
+// registerWaitAll adds --wait-all to the flags of a command that stores
+// objects.
+func (g *gridFlags) registerWaitAll(fs *flag.FlagSet) {
+	fs.BoolVar(&g.waitAll, "wait-all", false, "make each upload wait until every share is stored (full redundancy) rather than return once shares are durable on --happy distinct nodes, the rest placed in the background")
+}
+
 // checkLease refuses a lease term that is no term.
 func (g *gridFlags) checkLease() error {
 	if g.lease <= 0 {

@@ -86,6 +86,11 @@ type Config struct {
 	// Inline is the largest object kept in its namespace entry rather
 	// than as a grid object; default 4096.
 	Inline int
+	// SegmentSize is the segment size of the grid objects the gateway
+	// stores (codec.Params.SegmentSize); default codec.DefaultParams'
+	// (1 MiB). Smaller segments let a reader notice a slow holder and
+	// spread a file over more holders sooner, on slow links.
+	SegmentSize int
 	// SyncEvery is how often the gateway pulls changes from the grid;
 	// default 1 s. Lists also pull first.
 	SyncEvery time.Duration

@@ -290,6 +290,9 @@ func (g *Gateway) putObject(ctx context.Context, r io.Reader, size int64) (codec
 		}
 	}
 	p := codec.DefaultParams()
+	if g.cfg.SegmentSize > 0 {
+		p.SegmentSize = g.cfg.SegmentSize
+	}
 	rc, _, err := g.cfg.Objects.Put(ctx, r, size, p, max(1, min(alive, 7, p.N)))
 	return rc, err
 }

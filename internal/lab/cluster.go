@@ -223,6 +223,12 @@ func (c *Cluster) Host(name string) string { return c.hosts[name] }
 // scenario node called name: every connection they make goes through
 // that host's links.
 func (c *Cluster) Client(name string) (*node.Client, *object.Client, error) {
+	return c.ClientWith(name, nil)
+}
+
+// ClientWith is Client whose object client's options tune adjusts (if
+// not nil).
+func (c *Cluster) ClientWith(name string, tune func(*object.Options)) (*node.Client, *object.Client, error) {
 	host, ok := c.hosts[name]
 	if !ok {
 		return nil, nil, fmt.Errorf("lab: scenario %s has no node %q", c.Scenario.Name, name)
@@ -238,10 +244,14 @@ func (c *Cluster) Client(name string) (*node.Client, *object.Client, error) {
 	nc := node.NewClientDial(c.Invite, id, c.Net.Dialer(host))
 	lease := make([]byte, 32)
 	rand.Read(lease)
-	oc := object.New(object.NodeGrid{Client: nc}, object.Options{
+	opt := object.Options{
 		LeaseSecret: func(si sharefile.SI) []byte { return append(append([]byte(nil), lease...), si[:]...) },
 		Stall:       time.Minute,
-	})
+	}
+	if tune != nil {
+		tune(&opt)
+	}
+	oc := object.New(object.NodeGrid{Client: nc}, opt)
 	return nc, oc, nil
 }
 

@@ -69,6 +69,13 @@ type Env struct {
 	// the swift-bench experiment; "" means openstack.DefaultVenv. It is
 	// made (pip install) if missing.
 	SwiftVenv string
+	// WaitAll makes write-read's Quilt writes wait for every share, as
+	// before uploads were acknowledged at happiness (the comparison of
+	// the two; object.Options.AckAtHappy).
+	WaitAll bool
+	// SegmentSize is the segment size of write-read's Quilt files; 0:
+	// codec.DefaultParams' (1 MiB).
+	SegmentSize int
 	// Scale multiplies parallel-transfers' file sizes (the paper's go to
 	// 1 GB); 0 means 1, or 0.01 with Quick.
 	Scale float64

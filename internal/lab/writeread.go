@@ -12,6 +12,7 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/lab/report"
+	"github.com/quilt-grid/quilt/internal/object"
 )
 
 // recordSize is the record length of the IOzone runs in the Tahoe-LAFS
@@ -37,6 +38,10 @@ type system struct {
 	name string
 	put  func(ctx context.Context, r io.Reader, size int64) (string, error)
 	get  func(ctx context.Context, ref string, w io.Writer) (int64, error)
+	// settle, if set, waits (untimed) after a write for what the system
+	// still does in the background (Quilt's shares placed after the
+	// acknowledgement), so that it does not overlap the read.
+	settle func(ctx context.Context) error
 }
 
 // records is a reader of size pseudo-random bytes handed out at most
@@ -85,6 +90,11 @@ func writeRead(ctx context.Context, s system, size int64, seed uint64) (wMBs, rM
 		return 0, 0, fmt.Errorf("%s: write %s: %w", s.name, report.SizeLabel(size), err)
 	}
 	wt := time.Since(start)
+	if s.settle != nil {
+		if err := s.settle(ctx); err != nil {
+			return 0, 0, fmt.Errorf("%s: write %s: background: %w", s.name, report.SizeLabel(size), err)
+		}
+	}
 	out := sha256.New()
 	dst := &recordWriter{sum: out}
 	start = time.Now()
@@ -137,15 +147,32 @@ func runWriteRead(ctx context.Context, env *Env) error {
 	var order []key
 	seed := uint64(env.Seed)
 	for _, c := range clients {
-		_, oc, err := cl.Client(c.Name)
+		_, oc, err := cl.ClientWith(c.Name, func(o *object.Options) { o.AckAtHappy = !env.WaitAll })
 		if err != nil {
 			return err
 		}
+		var last *object.PutReport
 		systems := []system{{
 			name: "quilt",
 			put: func(ctx context.Context, r io.Reader, size int64) (string, error) {
-				rc, _, err := oc.Put(ctx, r, size, codec.DefaultParams(), 7)
+				p := codec.DefaultParams()
+				if env.SegmentSize > 0 {
+					p.SegmentSize = env.SegmentSize
+				}
+				rc, rep, err := oc.Put(ctx, r, size, p, 7)
+				last = rep
 				return rc.String(), err
+			},
+			settle: func(ctx context.Context) error {
+				if last == nil || last.Background == nil {
+					return nil
+				}
+				b, err := last.Background.Wait(ctx)
+				if err != nil {
+					return err
+				}
+				env.logf("quilt: acknowledged on %d nodes, the %d other shares placed %.1fs later (healthy %v)", last.Happiness, last.Pending, b.Took.Seconds(), b.Healthy)
+				return nil
 			},
 			get: func(ctx context.Context, ref string, w io.Writer) (int64, error) {
 				rc, err := codec.ParseReadCap(ref)

@@ -263,7 +263,7 @@ func (c *Client) rebuild(ctx context.Context, vc codec.VerifyCap, srcs []*source
 	ss := make(sinks, len(missing))
 	hashes := make([][]sharefile.Hash, len(missing))
 	for i, sh := range missing {
-		ss[i] = c.newSink(ctx, sh, targets[i], sharestore.Key{SI: vc.SI, Share: sh}, l.ShareSize(), lease)
+		ss[i] = c.newSink(ctx, sh, targets[i], sharestore.Key{SI: vc.SI, Share: sh}, l.ShareSize(), lease, sinkQueue, nil)
 		ss[i].send(item{b: vc.Params.Header(sh, vc.SI)}, c.opt.Stall)
 	}
 	// Rebuilt blocks go to the new shares' uploads, which do not give

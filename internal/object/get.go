@@ -18,6 +18,19 @@ type GetReport struct {
 	Shares   []int     // share numbers read from (the last k in use)
 	Problems []Problem // nodes that were down, slow or wrong, and worked around
 	Bytes    int64     // plaintext bytes written
+	// Holders is the most holders that had block requests in flight at
+	// once, and Hedges how many blocks were also asked of a spare holder
+	// for being late (reads of more than one segment).
+	Holders, Hedges int
+}
+
+// distinctShares counts the share numbers among srcs.
+func distinctShares(srcs []*source) int {
+	seen := map[int]bool{}
+	for _, s := range srcs {
+		seen[s.share] = true
+	}
+	return len(seen)
 }
 
 // reader reads segments of one object from k sources, switching to a
@@ -249,21 +262,27 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	f, err := c.locate(ctx, vc.SI, true)
+	feed, err := c.findSources(ctx, vc)
 	if err != nil {
 		return nil, err
 	}
-	srcs, problems := c.sources(ctx, vc, f)
-	rep := &GetReport{Problems: slices.Concat(quickProblems, f.problems, problems)}
-	if len(srcs) < rc.K {
-		return rep, unavailable(vc, f, len(srcs), rep.Problems)
+	rep := &GetReport{Problems: slices.Concat(quickProblems)}
+	if shares := distinctShares(feed.first); shares < rc.K {
+		// Every node has answered (findSources returns early only with k).
+		for s := range feed.late {
+			feed.first = append(feed.first, s)
+		}
+		if distinctShares(feed.first) < rc.K {
+			rep.Problems = append(rep.Problems, feed.problems()...)
+			return rep, unavailable(vc, &found{asked: feed.asked, answered: feed.answered()}, distinctShares(feed.first), rep.Problems)
+		}
 	}
 	from, to := int64(0), int64(0)
 	if length > 0 {
 		from, to = off/int64(rc.SegmentSize), (off+length-1)/int64(rc.SegmentSize)
 	}
 	blockBufs := freeBufs(rc.Params.BlockSize())
-	rd := c.startReader(ctx, vc, srcs, from, to, blockBufs)
+	rd := c.newFetcher(ctx, vc, feed, from, to, blockBufs)
 	defer rd.close()
 
 	// Fetch (in order) → decode (in parallel) → write (in order).
@@ -342,7 +361,9 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	}
 	cancel()
 	<-fetched
+	rep.Problems = append(rep.Problems, feed.problems()...)
 	rep.Problems = append(rep.Problems, rd.problems...)
+	rep.Holders, rep.Hedges = rd.peak, rd.hedges
 	if werr != nil {
 		return rep, werr
 	}
@@ -354,8 +375,6 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 		}
 		return rep, fmt.Errorf("object: read stopped after %d of %d bytes", rep.Bytes, length)
 	}
-	for _, bs := range rd.active {
-		rep.Shares = append(rep.Shares, bs.src.share)
-	}
+	rep.Shares = append(rep.Shares, rd.lastUsed...)
 	return rep, nil
 }

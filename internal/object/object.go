@@ -4,9 +4,12 @@
 //
 // Put streams the input through the codec to n share uploads in parallel,
 // placed by rendezvous hashing, and fails rather than store below the
-// happiness threshold. Get finds the shares, checks their trailers against
-// the capability, reads from the k fastest, verifies every block and moves
-// on to another share when a node is slow, down or lying. Check and Repair
+// happiness threshold; with Options.AckAtHappy it returns at happiness
+// and completes the other shares in the background. Get starts on the
+// first share lists that answer, checks their trailers against the
+// capability, reads the blocks of consecutive segments from every holder
+// at once by a running estimate of each one's throughput, hedges late
+// blocks, verifies every block and drops a node that is down or lying. Check and Repair
 // work from the verify capability alone. Memory is bounded by a few
 // segments per share, whatever the object's size.
 //
@@ -22,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/clock"
@@ -101,6 +105,25 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives what the client notices about nodes.
 	Logger *slog.Logger
+	// AckAtHappy makes Put return as soon as the object's shares are
+	// stored durably on happy distinct nodes, spread over as many zones
+	// as the placement plan's first happy nodes use (up to happy),
+	// rather than on every node of the plan. The shares still on their
+	// way are completed afterwards in the background by this client
+	// (see Background), or, if it goes away first, by the grid's
+	// repairers from the verify capability. Off (the zero value), Put
+	// waits for every share, as it always did: a caller that needs full
+	// redundancy at once keeps that.
+	AckAtHappy bool
+	// Background bounds how long the shares left after an early
+	// acknowledgement (AckAtHappy) may take to complete, uploads and the
+	// repair that places the ones that failed; default 30 minutes.
+	Background time.Duration
+	// LagBytes bounds the share bytes an upload with AckAtHappy holds in
+	// memory for shares that fall behind the fastest happy nodes: a
+	// share further behind is cut off and placed in the background by
+	// repair. Default 64 MiB.
+	LagBytes int64
 }
 
 // Client stores and reads objects on a grid. It is safe for concurrent use.
@@ -108,6 +131,13 @@ type Client struct {
 	grid Grid
 	opt  Options
 	log  *slog.Logger
+	// bg is the context of background completions: cancelled by Close.
+	bg       context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
+	bgMu     sync.Mutex // orders bgWG.Add after Close's cancel
+	stats    *bgStats
+	links    links // running estimates of the links to nodes
 }
 
 // New returns a client of grid.
@@ -121,8 +151,52 @@ func New(grid Grid, opt Options) *Client {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opt.Background <= 0 {
+		opt.Background = 30 * time.Minute
+	}
+	if opt.LagBytes <= 0 {
+		opt.LagBytes = 64 << 20
+	}
 	opt.Clock = clock.Or(opt.Clock)
-	return &Client{grid: grid, opt: opt, log: opt.Logger}
+	bg, cancel := context.WithCancel(context.Background())
+	return &Client{grid: grid, opt: opt, log: opt.Logger, bg: bg, bgCancel: cancel, stats: newBGStats()}
+}
+
+// Wait waits until every background completion of this client's uploads
+// (AckAtHappy) has ended, or ctx ends.
+func (c *Client) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { c.bgWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close cancels the background completions of this client's uploads and
+// waits for them to stop: shares still on their way are cut off (their
+// nodes store nothing), and the grid's repairers place them later. The
+// client may still be used: later uploads wait for every share.
+func (c *Client) Close() {
+	c.bgMu.Lock()
+	c.bgCancel()
+	c.bgMu.Unlock()
+	c.bgWG.Wait()
+}
+
+// goBackground runs fn as a background completion unless the client is
+// closed, and reports whether it did.
+func (c *Client) goBackground(fn func()) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bg.Err() != nil {
+		return false
+	}
+	c.bgWG.Add(1)
+	go fn()
+	return true
 }
 
 // needLease says whether the client may store shares.

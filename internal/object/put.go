@@ -7,7 +7,9 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/quilt-grid/quilt/internal/clock"
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/placement"
 	"github.com/quilt-grid/quilt/internal/sharefile"
@@ -17,8 +19,16 @@ import (
 // PutReport tells where an upload's shares went.
 type PutReport struct {
 	Shares    []ShareResult // one per share number
-	Happiness int           // distinct nodes holding a share
+	Happiness int           // distinct nodes holding a share at acknowledgement
+	Zones     int           // distinct zones of those nodes
 	Bytes     int64         // plaintext bytes stored
+	// Pending counts the shares still being placed when Put returned
+	// (Options.AckAtHappy): their ShareResult's Err is ErrPending, and
+	// Background says how they end. Shares cut off for lagging too far
+	// behind, or that failed, count too: the background places them by
+	// repair.
+	Pending    int
+	Background *Pending // nil when nothing was left to do
 }
 
 // ShareResult is the fate of one share of an upload.
@@ -93,18 +103,63 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		shareSize = sharefile.NewLayout(p.K, p.N, p.SegmentSize, size).ShareSize()
 		sendSize = shareSize
 	}
-	plan, err := placement.Place(si[:], placementNodes(nodes), p.N, happy, shareSize)
+	// An upload acknowledged at happiness of an object of several
+	// segments goes first to the nodes the client's links reach fastest
+	// (placement.PlaceBy). One that waits for every share gains nothing
+	// from that, and one of a single segment is placed by rendezvous
+	// alone, where a reader's quick read looks for its data shares.
+	var plan placement.Plan
+	if c.opt.AckAtHappy && size > int64(p.SegmentSize) {
+		plan, err = placement.PlaceBy(si[:], placementNodes(nodes), p.N, happy, shareSize, c.links.eta(shareSize))
+	} else {
+		plan, err = placement.Place(si[:], placementNodes(nodes), p.N, happy, shareSize)
+	}
 	if err != nil {
 		return codec.ReadCap{}, nil, fmt.Errorf("%w: %w", ErrUnhappy, err)
 	}
 
+	zoneOf := map[string]string{}
+	for _, nd := range nodes {
+		zoneOf[nd.ID] = nd.Zone
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// With AckAtHappy, the shares stream under the client's background
+	// context, so that those still on their way when the upload is
+	// acknowledged go on after Put returns; the caller's context ends
+	// them only until then.
+	early := c.opt.AckAtHappy && c.bg.Err() == nil
+	sctx, bgCancel := ctx, context.CancelFunc(func() {})
+	queue := sinkQueue
+	if early {
+		sctx, bgCancel = context.WithTimeout(c.bg, c.opt.Background)
+		// Room past sinkQueue for the pieces a share may lag by; a share
+		// that pace counts as keeping up always has room for the next.
+		queue = sinkQueue + max(1, int(min(c.opt.LagBytes/int64(max(p.BlockSize()*p.N, 1)), 1<<16)))
+	}
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			bgCancel()
+		}
+	}()
 	lease := c.leaseFor(si)
 	ss := make(sinks, p.N)
+	moved := make(chan struct{}, 1)
 	for i := range ss {
-		ss[i] = c.newSink(ctx, i, plan.Nodes[i], sharestore.Key{SI: si, Share: i}, sendSize, lease)
+		ss[i] = c.newSink(sctx, i, plan.Nodes[i], sharestore.Key{SI: si, Share: i}, sendSize, lease, queue, moved)
 		ss[i].send(item{b: p.Header(i, si)}, c.opt.Stall)
+	}
+	var acked atomic.Bool
+	if early {
+		stop := context.AfterFunc(ctx, func() {
+			if !acked.Load() {
+				for _, s := range ss {
+					s.abort(errOr(context.Cause(ctx), errAborted))
+				}
+			}
+		})
+		defer stop()
 	}
 
 	// Reader → encoders (in parallel) → dispatcher (in order) → sinks.
@@ -206,7 +261,17 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			}
 		}
 		for i, s := range ss {
-			s.send(item{b: seg.Blocks[i], release: release}, c.opt.Stall)
+			if early {
+				s.offer(item{b: seg.Blocks[i], release: release})
+			} else {
+				s.send(item{b: seg.Blocks[i], release: release}, c.opt.Stall)
+			}
+		}
+		if early {
+			if err := ss.pace(ctx, plan, happy, moved, c.opt.Clock, c.opt.Stall); err != nil {
+				ss.abortAll(err)
+				return codec.ReadCap{}, nil, err
+			}
 		}
 		if happiness(plan, ss) < happy {
 			lost := ss.lost()
@@ -232,24 +297,51 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		s.send(item{b: trailers[i]}, c.opt.Stall)
 	}
 	rep := &PutReport{Shares: make([]ShareResult, p.N), Bytes: total}
-	var rwg sync.WaitGroup
+	// Each share's end, as it comes: with AckAtHappy, the upload is
+	// acknowledged once the shares stored are on happy distinct nodes
+	// over enough zones, and the rest end in the background.
+	fin := make([]chan struct{}, p.N)
+	ferr := make([]error, p.N)
+	ended := make(chan int, p.N)
 	for i, s := range ss {
-		rwg.Add(1)
+		fin[i] = make(chan struct{})
 		go func() {
-			defer rwg.Done()
-			rep.Shares[i] = ShareResult{Share: i, Node: s.node, Err: s.finish()}
+			ferr[i] = s.finish()
+			close(fin[i])
+			ended <- i
 		}()
 	}
-	rwg.Wait()
-	distinct := map[string]bool{}
-	for _, sr := range rep.Shares {
-		if sr.Err == nil {
-			distinct[sr.Node] = true
-		} else {
-			c.log.Warn("share not stored", "share", sr.Share, "node", sr.Node, "err", sr.Err)
+	done := make([]bool, p.N)
+	stored := map[string]bool{}
+	zones := map[string]bool{}
+	for range p.N {
+		i := <-ended
+		done[i] = true
+		if ferr[i] == nil {
+			stored[plan.Nodes[i]] = true
+			zones[zoneOf[plan.Nodes[i]]] = true
+		}
+		if early && len(stored) >= happy && len(zones) >= ss.zonesWanted(plan, zoneOf, happy) {
+			acked.Store(true)
+			break
 		}
 	}
-	rep.Happiness = len(distinct)
+	rep.Happiness, rep.Zones = len(stored), len(zones)
+	var pending []int
+	missing := 0
+	for i, s := range ss {
+		switch {
+		case !done[i]:
+			pending = append(pending, i)
+			rep.Shares[i] = ShareResult{Share: i, Node: s.node, Err: ErrPending}
+		case ferr[i] != nil:
+			missing++
+			rep.Shares[i] = ShareResult{Share: i, Node: s.node, Err: ferr[i]}
+			c.log.Warn("share not stored", "share", i, "node", s.node, "err", ferr[i])
+		default:
+			rep.Shares[i] = ShareResult{Share: i, Node: s.node}
+		}
+	}
 	rc := codec.ReadCap{Key: key, Root: root, Params: p, Size: total}
 	if rep.Happiness < happy {
 		c.deleteShares(context.WithoutCancel(ctx), si, rep)
@@ -261,7 +353,80 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		}
 		return codec.ReadCap{}, rep, fmt.Errorf("%w: shares reached %d distinct nodes, %d needed: %w", ErrUnhappy, rep.Happiness, happy, errors.Join(errs...))
 	}
+	if early && (len(pending) > 0 || missing > 0) {
+		rep.Pending = len(pending) + missing
+		rep.Background = &Pending{done: make(chan struct{})}
+		c.stats.running.Inc()
+		handedOff = c.goBackground(func() {
+			c.complete(sctx, bgCancel, rc.Verify(), fin, ferr, ss, pending, missing, rep.Background)
+		})
+		if !handedOff {
+			// Closed meanwhile: the shares in flight are cut off (sctx
+			// ends with this return) and left to the grid's repairers.
+			c.stats.running.Dec()
+			close(rep.Background.done)
+			rep.Background.rep.Err = errors.New("object: client closed: shares left to the grid's repairers")
+		}
+	}
 	return rc, rep, nil
+}
+
+// zonesWanted is how many zones the shares stored must cover before an
+// upload is acknowledged early: as many as the nodes of the shares still
+// going (not failed) span, up to happy. A share cut off for lagging does
+// not hold the acknowledgement back for its zone.
+func (ss sinks) zonesWanted(plan placement.Plan, zoneOf map[string]string, happy int) int {
+	zones := map[string]bool{}
+	for i, s := range ss {
+		if !s.failed.Load() {
+			zones[zoneOf[plan.Nodes[i]]] = true
+		}
+	}
+	return min(len(zones), happy)
+}
+
+// pace holds an upload with AckAtHappy back until the shares of at least
+// happy distinct nodes have taken all but sinkQueue of what was queued
+// to them: the upload goes at the pace of the happy-th fastest node, and
+// slower shares fall behind (up to their queue, see offer). A node that
+// makes no progress for stall while the upload waits on it is given up.
+func (ss sinks) pace(ctx context.Context, plan placement.Plan, happy int, moved chan struct{}, clk clock.Clock, stall time.Duration) error {
+	var t clock.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		live, ready := map[string]bool{}, map[string]bool{}
+		for i, s := range ss {
+			if s.failed.Load() {
+				continue
+			}
+			live[plan.Nodes[i]] = true
+			if len(s.q) <= sinkQueue {
+				ready[plan.Nodes[i]] = true
+			}
+		}
+		if len(ready) >= happy || len(live) < happy {
+			return nil // (too few live: the caller's happiness check fails)
+		}
+		if t == nil {
+			t = clk.NewTimer(stall)
+		}
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.Chan():
+			for _, s := range ss {
+				if !s.failed.Load() && len(s.q) > sinkQueue {
+					s.abort(fmt.Errorf("object: node %.8s made no progress for %v", s.node, stall))
+				}
+			}
+			return nil
+		}
+	}
 }
 
 // lost returns the share numbers whose upload failed.

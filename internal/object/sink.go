@@ -43,6 +43,18 @@ type sink struct {
 	err    error         // the first reason the share failed
 	done   chan struct{} // closed when the node has answered
 	wdone  chan struct{} // closed when every queued piece is released
+	moved  chan struct{} // see newSink
+	sent   atomic.Int64  // bytes written to the connection
+}
+
+// signal tells whoever paces the upload that this share moved on.
+func (s *sink) signal() {
+	if s.moved != nil {
+		select {
+		case s.moved <- struct{}{}:
+		default:
+		}
+	}
 }
 
 var errAborted = errors.New("object: upload aborted")
@@ -56,15 +68,25 @@ var errAborted = errors.New("object: upload aborted")
 // 3% faster: docs/benchmarks.md).
 const sinkQueue = 2
 
-func (c *Client) newSink(ctx context.Context, share int, node string, key sharestore.Key, size int64, lease sharestore.Lease) *sink {
+// newSink starts a share's upload with a queue of queue pieces; moved,
+// if not nil, is signalled (without blocking) whenever the share's
+// connection takes a piece or the share fails.
+func (c *Client) newSink(ctx context.Context, share int, node string, key sharestore.Key, size int64, lease sharestore.Lease, queue int, moved chan struct{}) *sink {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &sink{share: share, node: node, clock: c.opt.Clock, q: make(chan item, sinkQueue), cancel: cancel,
-		done: make(chan struct{}), wdone: make(chan struct{})}
+	s := &sink{share: share, node: node, clock: c.opt.Clock, q: make(chan item, queue), cancel: cancel,
+		done: make(chan struct{}), wdone: make(chan struct{}), moved: moved}
 	s.body = &shareBody{s: s, closed: make(chan struct{})}
 	go func() {
+		start := time.Now()
 		err := c.grid.PutShare(ctx, node, key, s.body, size, lease)
 		if err == nil {
 			err = ctx.Err()
+		}
+		// A share's throughput, also of one cut off for lagging: what
+		// reached the node in the time it had. A small share's time is
+		// mostly round trips, not throughput: not counted.
+		if s.sent.Load() >= minMeasured {
+			c.links.upload(node, s.sent.Load(), time.Since(start))
 		}
 		if err != nil {
 			s.fail(err)
@@ -99,6 +121,7 @@ type shareBody struct {
 func (b *shareBody) next() (item, error) {
 	select {
 	case it, ok := <-b.s.q:
+		b.s.signal()
 		if !ok {
 			// finish closes the queue; abort marks the share failed
 			// before that, so a cut-off upload never ends cleanly.
@@ -142,6 +165,7 @@ func (b *shareBody) WriteTo(w io.Writer) (int64, error) {
 		}
 		m, err := w.Write(it.b)
 		n += int64(m)
+		b.s.sent.Add(int64(m))
 		it.free()
 		if err != nil {
 			b.s.failed.Store(true)
@@ -165,6 +189,7 @@ func (b *shareBody) Read(p []byte) (int, error) {
 	}
 	n := copy(p, b.cur.b[b.off:])
 	b.off += n
+	b.s.sent.Add(int64(n))
 	return n, nil
 }
 
@@ -196,6 +221,7 @@ func (s *sink) fail(err error) {
 		s.err = err
 	}
 	s.failed.Store(true)
+	s.signal()
 }
 
 func (s *sink) reason() error {
@@ -232,6 +258,22 @@ func (s *sink) send(it item, stall time.Duration) bool {
 		s.abort(fmt.Errorf("object: node %.8s made no progress for %v", s.node, stall))
 		s.q <- it // the writer drains now that the request is cancelled
 		return false
+	}
+}
+
+// offer queues a piece without waiting (AckAtHappy): a share whose
+// queue is full has fallen too far behind the upload, and is cut off,
+// to be placed in the background by repair once the upload ends.
+func (s *sink) offer(it item) {
+	if s.failed.Load() {
+		it.free()
+		return
+	}
+	select {
+	case s.q <- it:
+	default:
+		s.abort(fmt.Errorf("object: node %.8s fell %d pieces behind the upload; its share is placed later", s.node, cap(s.q)))
+		it.free()
 	}
 }
 

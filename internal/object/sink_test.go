@@ -38,7 +38,7 @@ func (g *bodyGrid) DeleteShare(context.Context, string, sharestore.Key, []byte) 
 func newTestSink(consume func(io.Reader) error) (*bodyGrid, *sink) {
 	g := &bodyGrid{consume: consume, got: make(chan error, 1)}
 	c := New(g, Options{Stall: 5 * time.Second})
-	return g, c.newSink(context.Background(), 0, "n", sharestore.Key{}, -1, sharestore.Lease{})
+	return g, c.newSink(context.Background(), 0, "n", sharestore.Key{}, -1, sharestore.Lease{}, sinkQueue, nil)
 }
 
 // Consumers of a share body: the transport's way (WriteTo) and a plain

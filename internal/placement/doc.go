@@ -30,6 +30,11 @@
 //		// send share shnum to node id
 //	}
 //
+// [PlaceBy] does the same with estimates of how soon each node takes a
+// share: the happy soonest go first (zone spread still first), the rest
+// in rank order, so slow nodes keep receiving the shares an upload
+// completes after its acknowledgement.
+//
 // Repair places replacement shares only on nodes that do not hold one:
 //
 //	plan, err := placement.Place(si, placement.Exclude(nodes, holders...), missing, 1, shareSize)

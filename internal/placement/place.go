@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -42,7 +44,74 @@ func Place(si []byte, nodes []Node, n, happy int, shareSize int64) (Plan, error)
 			ErrBadParams, n, happy, shareSize)
 	}
 
+	return assign(Rank(si, nodes), n, happy, shareSize)
+}
+
+// PlaceBy is Place for links of uneven speed: eta estimates how long a
+// share of shareSize bytes takes to reach a node (0 where nothing is
+// known yet: such a node is tried early, so that it gets measured). Of
+// the nodes with room, the happy with the smallest eta come first (etas
+// within a factor of two of each other count as equal, and equal ones
+// keep Rank order) and the others follow in Rank order, and shares are
+// assigned as Place does (fewest on the node, then fewest in its zone,
+// then that order). So zone spread holds as with Place, the first happy
+// shares go to the nodes that will take them soonest, and the other n −
+// happy to the rest in rendezvous order, weighted by free space: slow
+// nodes keep receiving shares (the ones an upload acknowledged at
+// happiness completes in the background), and capacity still counts.
+func PlaceBy(si []byte, nodes []Node, n, happy int, shareSize int64, eta func(id string) float64) (Plan, error) {
+	if n < 1 || happy < 1 || happy > n || shareSize < 0 {
+		return Plan{}, fmt.Errorf("%w: n=%d happy=%d shareSize=%d: need 1 <= happy <= n and shareSize >= 0",
+			ErrBadParams, n, happy, shareSize)
+	}
 	ranked := Rank(si, nodes)
+	type cand struct {
+		i   int
+		eta float64
+	}
+	var cs []cand
+	seen := map[string]bool{}
+	for i, nd := range ranked {
+		if seen[nd.ID] || nd.Free < shareSize {
+			continue
+		}
+		seen[nd.ID] = true
+		cs = append(cs, cand{i, eta(nd.ID)})
+	}
+	// Speeds within a factor of two of the fastest known are the same
+	// here (and so on by powers of two): measurements are noisy, and
+	// nodes of about the same speed keep rendezvous order, so that a
+	// uniform network is placed as by Place.
+	fastest := math.Inf(1)
+	for _, c := range cs {
+		if c.eta > 0 {
+			fastest = min(fastest, c.eta)
+		}
+	}
+	for i := range cs {
+		if cs[i].eta > 0 {
+			cs[i].eta = math.Floor(math.Log2(cs[i].eta / fastest))
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int { return cmp.Compare(a.eta, b.eta) })
+	first := map[int]bool{}
+	for _, c := range cs[:min(happy, len(cs))] {
+		first[c.i] = true
+	}
+	ordered := make([]Node, 0, len(ranked))
+	for _, c := range cs[:min(happy, len(cs))] {
+		ordered = append(ordered, ranked[c.i])
+	}
+	for i, nd := range ranked {
+		if !first[i] {
+			ordered = append(ordered, nd)
+		}
+	}
+	return assign(ordered, n, happy, shareSize)
+}
+
+// assign places n shares over nodes taken in the order given (see Place).
+func assign(ranked []Node, n, happy int, shareSize int64) (Plan, error) {
 	seen := make(map[string]struct{}, len(ranked))
 	cands := make([]Node, 0, len(ranked))
 	full := 0

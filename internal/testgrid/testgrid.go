@@ -9,13 +9,16 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 	"github.com/quilt-grid/quilt/internal/identity"
+	"github.com/quilt-grid/quilt/internal/linkemu"
 	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/quilt-grid/quilt/internal/node"
@@ -37,7 +40,15 @@ type Options struct {
 	// CheckBlocks makes the nodes hash every block on arrival
 	// (node.Config.CheckBlocks).
 	CheckBlocks bool
+	// Net, if set, carries the nodes' API traffic (shares, listings,
+	// node to node and from clients made by ObjectsAt) through emulated
+	// links: node i is the host Host(i) of Net, whose limits the test
+	// sets (Net.SetHost, SetLink). Gossip stays on loopback.
+	Net *linkemu.Network
 }
+
+// Host is the emulated host of node i when Options.Net is set.
+func Host(i int) string { return fmt.Sprintf("127.79.%d.%d:7700", i/250, i%250+1) }
 
 // Grid is a running test grid.
 type Grid struct {
@@ -95,6 +106,14 @@ func (g *Grid) start(i int, join bool) {
 	}
 	if a := g.addrs[i]; a[0] != "" { // a restart: same addresses, as a real node
 		cfg.Listen, cfg.Gossip = a[0], a[1]
+	}
+	if g.opt.Net != nil {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			g.t.Fatalf("node %d: %v", i, err)
+		}
+		g.opt.Net.Register(Host(i), ln.Addr().String())
+		cfg.Listener, cfg.Dial = ln, g.opt.Net.Dialer(Host(i))
 	}
 	if g.opt.Zone != nil {
 		cfg.Zone = g.opt.Zone(i)
@@ -237,6 +256,30 @@ func (g *Grid) NodeClient() *node.Client {
 		g.t.Fatal(err)
 	}
 	return node.NewClient(g.liveInvite(), id)
+}
+
+// NodeClientAt is NodeClient whose connections go through the links of
+// host of Options.Net (which must be set).
+func (g *Grid) NodeClientAt(host string) *node.Client {
+	g.t.Helper()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	id, err := identity.New(key, g.Invite.Secret)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return node.NewClientDial(g.liveInvite(), id, g.opt.Net.Dialer(host))
+}
+
+// ObjectsAt is Objects for a client at host of Options.Net (which must
+// be set): every connection it makes goes through that host's links.
+func (g *Grid) ObjectsAt(host string, opt object.Options) *object.Client {
+	if opt.LeaseSecret == nil {
+		opt.LeaseSecret = func(si sharefile.SI) []byte { return append([]byte("test lease "), si[:]...) }
+	}
+	if opt.Stall == 0 {
+		opt.Stall = 5 * time.Second
+	}
+	return object.New(object.NodeGrid{Client: g.NodeClientAt(host), MaxAge: 100 * time.Millisecond}, opt)
 }
 
 // Objects returns an object client of the grid.

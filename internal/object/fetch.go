@@ -1,0 +1,598 @@
+package object
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/placement"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+)
+
+// found sources, as they come: a read starts on the first holders that
+// answer (see findSources) and takes the others as they arrive.
+type sourceFeed struct {
+	first    []*source
+	late     chan *source // closed once every node answered
+	asked    int
+	answered func() int
+	problems func() []Problem
+}
+
+// findSources asks the live nodes, best-ranked first, for their shares of
+// the object with their trailers, and returns as soon as k distinct good
+// shares are known and a grace of a quarter of the time that took (at
+// least 20 ms, for holders about as fast) has passed, or every node has
+// answered. The shares of nodes that answer later come on late: a read
+// does not wait for the slowest node's list.
+func (c *Client) findSources(ctx context.Context, vc codec.VerifyCap) (*sourceFeed, error) {
+	tg, ok := c.grid.(TrailerGrid)
+	if !ok {
+		f, err := c.locate(ctx, vc.SI, true)
+		if err != nil {
+			return nil, err
+		}
+		srcs, problems := c.sources(ctx, vc, f)
+		late := make(chan *source)
+		close(late)
+		all := slices.Concat(f.problems, problems)
+		return &sourceFeed{first: srcs, late: late, asked: f.asked,
+			answered: func() int { return f.answered }, problems: func() []Problem { return all }}, nil
+	}
+	nodes, err := c.grid.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ranked := placement.Rank(vc.SI[:], placementNodes(nodes))
+	type answer struct {
+		srcs []*source
+	}
+	var mu sync.Mutex
+	var problems []Problem
+	answered := 0
+	answers := make(chan answer, len(ranked))
+	start := time.Now()
+	for _, n := range ranked {
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, c.opt.Stall)
+			defer cancel()
+			t0 := time.Now()
+			tails, err := tg.ListTrailers(lctx, n.ID, vc.SI)
+			took := time.Since(t0)
+			if err == nil {
+				c.links.roundTrip(n.ID, took)
+			}
+			var out []*source
+			mu.Lock()
+			if err != nil {
+				problems = append(problems, Problem{Share: -1, Node: n.ID, Err: err})
+			} else {
+				answered++
+			}
+			mu.Unlock()
+			for sh, b := range tails {
+				if sh < 0 || sh >= vc.N || b == nil {
+					continue
+				}
+				var s *source
+				err := guarded(func() (err error) {
+					s, err = checkedSource(vc, sh, n.ID, b, took)
+					return err
+				})
+				if err != nil {
+					mu.Lock()
+					problems = append(problems, Problem{Share: sh, Node: n.ID, Err: err})
+					mu.Unlock()
+					continue
+				}
+				out = append(out, s)
+			}
+			answers <- answer{out}
+		}()
+	}
+	feed := &sourceFeed{asked: len(ranked), late: make(chan *source, len(ranked)*vc.N),
+		answered: func() int { mu.Lock(); defer mu.Unlock(); return answered },
+		problems: func() []Problem { mu.Lock(); defer mu.Unlock(); return slices.Clone(problems) }}
+	shares := map[int]bool{}
+	got := 0
+	var grace <-chan time.Time
+	for got < len(ranked) {
+		select {
+		case a := <-answers:
+			got++
+			for _, s := range a.srcs {
+				shares[s.share] = true
+				feed.first = append(feed.first, s)
+			}
+			if grace == nil && len(shares) >= vc.K {
+				grace = time.After(max(20*time.Millisecond, time.Since(start)/4))
+			}
+			continue
+		case <-grace:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		break
+	}
+	left := len(ranked) - got
+	go func() {
+		defer close(feed.late)
+		for range left {
+			a := <-answers
+			for _, s := range a.srcs {
+				feed.late <- s
+			}
+		}
+	}()
+	sort.Slice(feed.first, func(i, j int) bool { return feed.first[i].latency < feed.first[j].latency })
+	return feed, nil
+}
+
+// fetcher reads segments block by block, each block one range request to
+// one holder, spreading the blocks of consecutive segments over every
+// holder it knows, so that more than k nodes feed the reader at once:
+// on a network of uneven links the reader's downlink, not the k fastest
+// uplinks, is the limit. It keeps a running estimate of each holder's
+// throughput, gives each block to the holder that should deliver it
+// soonest, and hedges each block that is late against that estimate by
+// asking a spare holder for the same segment: the first k blocks win.
+type fetcher struct {
+	c        *Client
+	vc       codec.VerifyCap
+	ctx      context.Context
+	feed     *sourceFeed
+	srcs     []*fsrc
+	segs     map[int64]*fseg
+	next     int64 // the first segment not yet returned
+	to       int64
+	window   int64
+	results  chan fresult
+	bufs     bufList
+	problems []Problem
+	lastUsed []int // share numbers of the last segment returned
+	peak     int   // most holders with requests in flight at once
+	hedges   int
+}
+
+// fsrc is a holder as the fetcher sees it.
+type fsrc struct {
+	src      *source
+	inflight int
+	rate     float64 // bytes per second, running estimate (0: none yet)
+	failed   bool
+	bad      int
+}
+
+// fseg is a segment being fetched.
+type fseg struct {
+	blocks [][]byte
+	got    int
+	asked  map[int]*freq // share number → its request
+	tried  map[int]bool  // share numbers that sent a bad block of it
+}
+
+// freq is one request: the blocks of one share for segments [first,
+// last] (a run), from one holder.
+type freq struct {
+	src         int // index in fetcher.srcs
+	at          time.Time
+	cancel      context.CancelFunc
+	hedge       bool
+	first, last int64
+}
+
+// fresult is a block of a request, or its failure.
+type fresult struct {
+	req   *freq
+	seg   int64
+	src   int
+	b     []byte
+	took  time.Duration // since the request's previous block (or start)
+	err   error
+	share int
+	end   bool // the request's last result
+}
+
+// perHolder is how many block requests a holder has in flight at most:
+// two keep its link busy across a request's round trip.
+const perHolder = 2
+
+func (c *Client) newFetcher(ctx context.Context, vc codec.VerifyCap, feed *sourceFeed, from, to int64, bufs bufList) *fetcher {
+	f := &fetcher{c: c, vc: vc, ctx: ctx, feed: feed, segs: map[int64]*fseg{}, next: from, to: to,
+		results: make(chan fresult, 64), bufs: bufs}
+	for _, s := range feed.first {
+		f.srcs = append(f.srcs, f.newSrc(s))
+	}
+	f.setWindow()
+	return f
+}
+
+// newSrc is a holder, with the client's estimate of its link as the
+// starting point of the read's own.
+func (f *fetcher) newSrc(s *source) *fsrc {
+	return &fsrc{src: s, rate: f.c.links.readRate(s.node)}
+}
+
+// maxRun is the most segments one request reads, and runTime how long
+// a run should take by its holder's throughput: on a fast network a
+// holder streams many blocks per request (requests cost more than the
+// bytes there), on a slow one each request is a block or two, so that
+// the blocks spread over every holder and a slow one is noticed soon.
+const (
+	maxRun    = 8
+	runTime   = 250 * time.Millisecond
+	windowMem = 16 << 20 // bytes of segments read ahead at most
+	minWindow = 2
+)
+
+// setWindow sizes the read-ahead to keep every holder busy, within
+// windowMem.
+func (f *fetcher) setWindow() {
+	w := max(minWindow, perHolder*len(f.srcs)*maxRun/max(f.vc.K, 1))
+	f.window = int64(max(minWindow, min(w, windowMem/max(f.vc.SegmentSize, 1))))
+}
+
+// runLen is how many segments to ask holder i for in one request.
+func (f *fetcher) runLen(i, blockLen int) int64 {
+	r := f.srcs[i].rate
+	if r == 0 {
+		return 1
+	}
+	return int64(max(1, min(maxRun, int(r*runTime.Seconds())/max(blockLen, 1))))
+}
+
+// takeLate adds the holders whose lists came after the read started.
+func (f *fetcher) takeLate() {
+	for {
+		select {
+		case s, ok := <-f.feed.late:
+			if !ok {
+				f.feed.late = nil
+				return
+			}
+			f.srcs = append(f.srcs, f.newSrc(s))
+			f.setWindow()
+		default:
+			return
+		}
+	}
+}
+
+// eta is when holder i would deliver a block of n bytes asked now.
+func (f *fetcher) eta(i, n int) time.Duration {
+	s := f.srcs[i]
+	per := s.src.latency
+	if s.rate > 0 {
+		per += time.Duration(float64(n) / s.rate * float64(time.Second))
+	}
+	// A parity share costs decoding: a data share goes first unless it
+	// would take twice as long (as sources orders them).
+	if s.src.share >= f.vc.K {
+		per *= 2
+	}
+	return time.Duration(s.inflight+1) * per
+}
+
+// pick returns the holder to ask for a block of seg, or -1.
+func (f *fetcher) pick(seg *fseg, n int, limit int) int {
+	best := -1
+	var bestETA time.Duration
+	for i, s := range f.srcs {
+		if s.failed || s.inflight >= limit || seg.blocks[s.src.share] != nil {
+			continue
+		}
+		if _, asked := seg.asked[s.src.share]; asked || seg.tried[s.src.share] {
+			continue
+		}
+		if e := f.eta(i, n); best < 0 || e < bestETA {
+			best, bestETA = i, e
+		}
+	}
+	return best
+}
+
+// ask starts a request to holder i for its blocks of segments [from,
+// to], which st... (the segments' states) record as asked.
+func (f *fetcher) ask(from, to int64, i int, hedge bool) {
+	s := f.srcs[i]
+	s.inflight++
+	ctx, cancel := context.WithCancel(f.ctx)
+	req := &freq{src: i, at: time.Now(), cancel: cancel, hedge: hedge, first: from, last: to}
+	for seg := from; seg <= to; seg++ {
+		f.segs[seg].asked[s.src.share] = req
+	}
+	l := f.vc.Layout()
+	go func() {
+		send := func(r fresult) bool {
+			select {
+			case f.results <- r:
+				return true
+			case <-f.ctx.Done(): // the read is over
+				if r.b != nil {
+					f.bufs.put(r.b)
+				}
+				return false
+			}
+		}
+		off := l.BlockOffset(from)
+		end := l.BlockOffset(to) + int64(l.BlockLen(to))
+		prev := time.Now()
+		var rd io.ReadCloser
+		err := guarded(func() (err error) {
+			rd, err = f.c.grid.GetShare(ctx, s.src.node, sharestore.Key{SI: f.vc.SI, Share: s.src.share}, off, end-off)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				err = context.Canceled
+			}
+			send(fresult{req: req, seg: from, src: i, err: err, share: s.src.share, end: true})
+			return
+		}
+		defer rd.Close()
+		for seg := from; seg <= to; seg++ {
+			b := f.bufs.get()[:l.BlockLen(seg)]
+			err := guarded(func() error {
+				if _, err := io.ReadFull(rd, b); err != nil {
+					return fmt.Errorf("%w: reading block %d of share %d: %v", sharefile.ErrCorrupt, seg, s.src.share, err)
+				}
+				if err := s.src.checkBlock(seg, b); err != nil {
+					return &badBlockError{seg: seg, err: err}
+				}
+				return nil
+			})
+			now := time.Now()
+			r := fresult{req: req, seg: seg, src: i, b: b, took: now.Sub(prev), err: err, share: s.src.share, end: seg == to}
+			prev = now
+			var bad *badBlockError
+			if err != nil {
+				f.bufs.put(b)
+				r.b = nil
+				if ctx.Err() != nil {
+					r.err = context.Canceled // cut short here, not by the node
+				}
+				if !errors.As(err, &bad) || ctx.Err() != nil {
+					r.end = true // the stream is broken: the request ends here
+				}
+			}
+			if !send(r) || r.end {
+				return
+			}
+		}
+	}()
+	busy := 0
+	for _, s := range f.srcs {
+		if s.inflight > 0 {
+			busy++
+		}
+	}
+	f.peak = max(f.peak, busy)
+}
+
+// schedule asks for the blocks of the segments in the window that have
+// fewer than k blocks asked for or in hand, each request a run of the
+// following segments too where the same holder's share is wanted.
+func (f *fetcher) schedule() {
+	l := f.vc.Layout()
+	last := min(f.to, f.next+f.window-1)
+	state := func(seg int64) *fseg {
+		st := f.segs[seg]
+		if st == nil {
+			st = &fseg{blocks: make([][]byte, f.vc.N), asked: map[int]*freq{}, tried: map[int]bool{}}
+			f.segs[seg] = st
+		}
+		return st
+	}
+	for seg := f.next; seg <= last; seg++ {
+		st := state(seg)
+		for st.got+len(st.asked) < f.vc.K {
+			i := f.pick(st, l.BlockLen(seg), perHolder)
+			if i < 0 {
+				break
+			}
+			sh := f.srcs[i].src.share
+			to := seg
+			for n := f.runLen(i, l.BlockLen(seg)); to+1 <= last && to+1 < seg+n; to++ {
+				nx := state(to + 1)
+				if _, asked := nx.asked[sh]; asked || nx.tried[sh] || nx.blocks[sh] != nil || nx.got+len(nx.asked) >= f.vc.K {
+					break
+				}
+			}
+			f.ask(seg, to, i, false)
+		}
+	}
+}
+
+// hedgeAfter is how late a block may be, against its holder's estimate,
+// before a spare holder is asked for the segment too.
+func (f *fetcher) hedgeAfter(r *freq, seg int64, n int) time.Duration {
+	s := f.srcs[r.src]
+	exp := s.src.latency
+	if s.rate > 0 {
+		exp += time.Duration(float64(n*int(seg-r.first+1)) / s.rate * float64(time.Second))
+	} else {
+		exp = max(exp*4, slowNow)
+	}
+	return max(2*exp, slowWait)
+}
+
+// segment returns the blocks of segment seg (k present, verified); seg
+// must be the next one.
+func (f *fetcher) segment(ctx context.Context, seg int64) ([][]byte, error) {
+	l := f.vc.Layout()
+	stall := f.c.opt.Clock.NewTimer(f.c.opt.Stall)
+	defer stall.Stop()
+	hedge := time.NewTimer(time.Hour)
+	defer hedge.Stop()
+	var last error
+	for {
+		f.takeLate()
+		f.schedule()
+		st := f.segs[seg]
+		if st.got >= f.vc.K {
+			for sh, r := range st.asked {
+				if r.last <= seg {
+					r.cancel() // late and hedged requests: the segment is whole
+				}
+				delete(st.asked, sh)
+			}
+			delete(f.segs, seg)
+			f.next = seg + 1
+			f.lastUsed = f.lastUsed[:0]
+			for sh, b := range st.blocks {
+				if b != nil {
+					f.lastUsed = append(f.lastUsed, sh)
+				}
+			}
+			return st.blocks, nil
+		}
+		if len(st.asked) == 0 && st.got < f.vc.K {
+			if f.feed.late != nil { // holders still to come
+				select {
+				case s, ok := <-f.feed.late:
+					if !ok {
+						f.feed.late = nil
+					} else {
+						f.srcs = append(f.srcs, f.newSrc(s))
+						f.setWindow()
+					}
+					continue
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return nil, fmt.Errorf("%w: segment %d: ran out of good shares (last problem: %v)", ErrUnavailable, seg, last)
+		}
+		// Hedge each late request of the segment once: as many hedges
+		// in flight as requests that are late and not hedges themselves.
+		var due time.Duration = time.Hour
+		late, hedging := 0, 0
+		for _, r := range st.asked {
+			if r.hedge {
+				hedging++
+				continue
+			}
+			d := time.Until(r.at.Add(f.hedgeAfter(r, seg, l.BlockLen(seg))))
+			if d <= 0 {
+				late++
+			} else {
+				due = min(due, d)
+			}
+		}
+		if late > hedging {
+			if i := f.pick(st, l.BlockLen(seg), perHolder+1); i >= 0 {
+				f.ask(seg, seg, i, true)
+				f.hedges++
+				continue
+			}
+		}
+		hedge.Reset(max(due, time.Millisecond))
+		select {
+		case r := <-f.results:
+			f.done(r, &last)
+			stall.Reset(f.c.opt.Stall)
+		case <-hedge.C:
+		case <-stall.Chan():
+			for _, r := range st.asked {
+				if !f.srcs[r.src].failed {
+					last = fmt.Errorf("node %.8s made no progress for %v", f.srcs[r.src].src.node, f.c.opt.Stall)
+					f.fail(r.src, last)
+				}
+			}
+			stall.Reset(f.c.opt.Stall)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// done takes a request's end.
+func (f *fetcher) done(r fresult, last *error) {
+	s := f.srcs[r.src]
+	if r.end {
+		s.inflight--
+		r.req.cancel()
+		// A request that ended early leaves its later segments unasked.
+		for seg := r.seg; seg <= r.req.last; seg++ {
+			if st := f.segs[seg]; st != nil && st.asked[r.share] == r.req {
+				delete(st.asked, r.share)
+			}
+		}
+	}
+	st := f.segs[r.seg]
+	if st != nil && st.asked[r.share] == r.req {
+		delete(st.asked, r.share)
+	}
+	switch {
+	case r.err == nil:
+		if len(r.b) >= 16<<10 { // smaller blocks time round trips
+			f.c.links.download(s.src.node, int64(len(r.b)), r.took)
+		}
+		n := float64(len(r.b))
+		if rate := n / max(r.took.Seconds(), 1e-6); s.rate == 0 {
+			s.rate = rate
+		} else {
+			s.rate = 0.7*s.rate + 0.3*rate
+		}
+		if st == nil || st.blocks[r.share] != nil || st.got >= f.vc.K {
+			f.bufs.put(r.b) // a hedge that lost, or a segment already whole
+			return
+		}
+		st.blocks[r.share] = r.b
+		st.got++
+	case errors.Is(r.err, context.Canceled):
+		// Cancelled here: its segment was whole, or its holder was cut
+		// off for a stall (reported then), or the read is over.
+	default:
+		var bad *badBlockError
+		if errors.As(r.err, &bad) {
+			s.bad++
+			f.problems = append(f.problems, Problem{Share: r.share, Node: s.src.node, Err: r.err})
+			f.c.log.Warn("bad block during read, reading it from another share", "share", r.share, "node", s.src.node, "segment", r.seg)
+			if st != nil {
+				st.tried[r.share] = true
+			}
+			*last = r.err
+			if s.bad > maxBadBlocks {
+				f.fail(r.src, nil)
+			}
+			return
+		}
+		f.c.log.Warn("share failed during read, trying another", "share", r.share, "node", s.src.node, "err", r.err)
+		f.fail(r.src, r.err)
+		*last = r.err
+	}
+}
+
+// fail gives up on holder i (reporting err, if any) and cancels its
+// requests in flight.
+func (f *fetcher) fail(i int, err error) {
+	s := f.srcs[i]
+	s.failed = true
+	if err != nil {
+		f.problems = append(f.problems, Problem{Share: s.src.share, Node: s.src.node, Err: err})
+	}
+	for _, st := range f.segs {
+		for _, r := range st.asked {
+			if r.src == i {
+				r.cancel()
+			}
+		}
+	}
+}
+
+// close cancels every request in flight.
+func (f *fetcher) close() {
+	for _, st := range f.segs {
+		for _, r := range st.asked {
+			r.cancel()
+		}
+	}
+}

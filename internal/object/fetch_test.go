@@ -1,0 +1,247 @@
+package object_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/linkemu"
+	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/sharestore"
+	"github.com/quilt-grid/quilt/internal/testgrid"
+)
+
+// holderCounter is the grid of real nodes with the share reads in flight
+// counted per node: the test sees how many holders feed a read at once.
+type holderCounter struct {
+	object.NodeGrid
+	mu       sync.Mutex
+	inflight map[string]int
+	peak     int
+}
+
+func (h *holderCounter) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	rc, err := h.NodeGrid.GetShare(ctx, node, key, off, n)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.inflight[node]++
+	h.peak = max(h.peak, len(h.inflight))
+	h.mu.Unlock()
+	return &countedBody{ReadCloser: rc, h: h, node: node}, nil
+}
+
+type countedBody struct {
+	io.ReadCloser
+	h    *holderCounter
+	node string
+	once sync.Once
+}
+
+func (b *countedBody) Close() error {
+	b.once.Do(func() {
+		b.h.mu.Lock()
+		if b.h.inflight[b.node]--; b.h.inflight[b.node] == 0 {
+			delete(b.h.inflight, b.node)
+		}
+		b.h.mu.Unlock()
+	})
+	return b.ReadCloser.Close()
+}
+
+func testLease(si sharefile.SI) []byte { return append([]byte("test lease "), si[:]...) }
+
+// A read of many segments from holders whose uplinks are slow draws on
+// more than k of them at once: the blocks of consecutive segments go to
+// different holders. Reading k shares one stream each, as reads did,
+// never has more than k (k+1 for a moment when it swaps a slow stream)
+// holders in flight, and the test fails.
+func TestGetUsesMoreThanKHolders(t *testing.T) {
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	c := g.ObjectsAt(clientHost, object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, _ := put(t, c, 11, 2<<20, p, 10)
+	for i := range 10 {
+		ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Up: 300_000})
+	}
+	hc := &holderCounter{NodeGrid: object.NodeGrid{Client: g.NodeClientAt(clientHost), MaxAge: time.Second}, inflight: map[string]int{}}
+	rd := object.New(hc, object.Options{LeaseSecret: testLease, Stall: time.Minute})
+	rep := mustGet(t, rd, rc, 11)
+	hc.mu.Lock()
+	peak := hc.peak
+	hc.mu.Unlock()
+	t.Logf("holders at once: %d (the reader's count: %d), hedges %d", peak, rep.Holders, rep.Hedges)
+	if peak <= p.K+1 {
+		t.Fatalf("at most %d holders fed the read at once; want more than k+1 = %d", peak, p.K+1)
+	}
+	if len(rep.Problems) != 0 {
+		t.Errorf("problems: %v", rep.Problems)
+	}
+}
+
+// A node whose answers take ten minutes (a link that has all but died)
+// does not hold a read up: it starts on the share lists that came, and
+// finishes without that node's. A read that waits for every node's list
+// first (with an hour's Stall) is still waiting at the test's deadline,
+// and the test fails.
+func TestGetDoesNotWaitForSlowList(t *testing.T) {
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	c := g.ObjectsAt(clientHost, object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, _ := put(t, c, 12, 1<<20, p, 10)
+	// The reader learns the members first (kept for an hour), then the
+	// last node's link back to it slows to ten minutes a chunk.
+	nc := g.NodeClientAt(clientHost)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := nc.Members(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	rd := object.New(object.NodeGrid{Client: nc, MaxAge: time.Hour}, object.Options{LeaseSecret: testLease, Stall: time.Hour})
+	// A first read opens connections to every node, so the slow node's
+	// list later goes on one already open (no TLS handshake to time out).
+	mustGet(t, rd, rc, 12)
+	ln.SetLink(testgrid.Host(9), clientHost, linkemu.Link{Delay: 10 * time.Minute})
+	h := sha256.New()
+	rep, err := rd.Get(ctx, rc, h, 0, -1)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	var got [32]byte
+	h.Sum(got[:0])
+	if got != digest(randReader(12, rc.Size)) {
+		t.Fatal("read returned different bytes")
+	}
+	if len(rep.Shares) < p.K {
+		t.Fatalf("shares %v", rep.Shares)
+	}
+	slow := string(g.Nodes[9].ID())
+	for _, pr := range rep.Problems {
+		if pr.Node == slow {
+			t.Errorf("the read waited for the slow node's list: %v", pr.Err)
+		}
+	}
+}
+
+// firstBlockAsks is the grid of real nodes recording which shares a
+// read asks for from their first block.
+type firstBlockAsks struct {
+	object.NodeGrid
+	off    int64
+	mu     sync.Mutex
+	shares map[int]bool
+}
+
+func (g *firstBlockAsks) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	if off == g.off {
+		g.mu.Lock()
+		g.shares[key.Share] = true
+		g.mu.Unlock()
+	}
+	return g.NodeGrid.GetShare(ctx, node, key, off, n)
+}
+
+// The holders of the three data shares answer lists at once but send
+// blocks at 5 kB/s (testgrid.Throttle), a block of the first segment
+// taking seconds: the read asks a spare holder for that segment's block
+// too (a hedge) well before, so more than k shares are asked for the
+// first segment. A read that waits for the blocks it asked for asks
+// exactly k, and the test fails.
+func TestGetHedgesLateBlock(t *testing.T) {
+	rates := make([]*atomic.Int64, 10)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Wrap: func(i int, s sharestore.Store) sharestore.Store {
+		rates[i] = new(atomic.Int64)
+		return testgrid.Throttle(s, rates[i])
+	}})
+	c := g.Objects(object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, prep := put(t, c, 13, 512<<10, p, 10)
+	for _, sr := range prep.Shares {
+		if sr.Share < p.K {
+			for i, n := range g.Nodes {
+				if string(n.ID()) == sr.Node {
+					rates[i].Store(5_000)
+				}
+			}
+		}
+	}
+	fg := &firstBlockAsks{NodeGrid: object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Second},
+		off: rc.Verify().Layout().BlockOffset(0), shares: map[int]bool{}}
+	rd := object.New(fg, object.Options{LeaseSecret: testLease, Stall: time.Minute})
+	rep := mustGet(t, rd, rc, 13)
+	fg.mu.Lock()
+	asked := len(fg.shares)
+	fg.mu.Unlock()
+	t.Logf("shares asked for the first segment: %d, hedges %d", asked, rep.Hedges)
+	if asked <= p.K {
+		t.Fatalf("%d shares asked for the first segment: no hedge", asked)
+	}
+}
+
+// nodesAsked is the grid of real nodes recording which nodes a client
+// asked for share bytes.
+type nodesAsked struct {
+	object.NodeGrid
+	mu    sync.Mutex
+	nodes map[string]bool
+}
+
+func (g *nodesAsked) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	g.mu.Lock()
+	g.nodes[node] = true
+	g.mu.Unlock()
+	return g.NodeGrid.GetShare(ctx, node, key, off, n)
+}
+
+// A file of one segment whose data share is on a node behind a slow
+// link is read the quick way from a parity share instead, once the
+// client has measured that link (here by uploading to it): the slow node
+// is not asked for anything. A quick read that always takes the data
+// shares reads from it, and the test fails.
+func TestQuickReadAvoidsSlowNode(t *testing.T) {
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	const slow = 9
+	ln.SetHost(testgrid.Host(slow), linkemu.HostLimit{Up: 50_000, Down: 50_000})
+	slowID := string(g.Nodes[slow].ID())
+	ng := &nodesAsked{NodeGrid: object.NodeGrid{Client: g.NodeClientAt(clientHost), MaxAge: time.Second}, nodes: map[string]bool{}}
+	c := object.New(ng, object.Options{LeaseSecret: testLease, Stall: time.Minute})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 1 << 20}
+	// Objects until one has a data share on the slow node (each upload
+	// also measures the links).
+	var rc codec.ReadCap
+	var seed uint64
+	for seed = 300; ; seed++ {
+		if seed > 340 {
+			t.Fatal("no object of 40 had a data share on the slow node")
+		}
+		r, rep := put(t, c, seed, 600<<10, p, 10) // shares of 200 kB: measured
+		onSlow := false
+		for _, sr := range rep.Shares {
+			onSlow = onSlow || (sr.Share < p.K && sr.Node == slowID)
+		}
+		if onSlow {
+			rc = r
+			break
+		}
+	}
+	ng.mu.Lock()
+	ng.nodes = map[string]bool{}
+	ng.mu.Unlock()
+	rep := mustGet(t, c, rc, seed)
+	ng.mu.Lock()
+	asked := ng.nodes[slowID]
+	ng.mu.Unlock()
+	if asked {
+		t.Fatalf("the quick read asked the slow node (shares read %v, links %v)", rep.Shares, c.Links()[slowID])
+	}
+}

@@ -1,0 +1,113 @@
+package placement
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Of 13 nodes, 6 slow: PlaceBy gives the first happy shares to the 7
+// fast ones (all of them, every time), the other 3 to slow nodes, and
+// over many objects every slow node gets shares.
+func TestPlaceByPrefersFastNodes(t *testing.T) {
+	nodes := equalNodes(13, GiB)
+	slow := func(id string) bool { return id < "n06" }
+	eta := func(id string) float64 {
+		if slow(id) {
+			return 10
+		}
+		return 1
+	}
+	r := newRand()
+	got := map[string]int{}
+	for range 200 {
+		si := randSI(r)
+		plan, err := PlaceBy(si, nodes, 10, 7, MiB, eta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sh, id := range plan.Nodes {
+			if sh < 7 && slow(id) {
+				t.Fatalf("share %d (of the first 7) on slow node %s: %v", sh, id, plan.Nodes)
+			}
+			got[id]++
+		}
+		if h := plan.Happiness(); h != 10 {
+			t.Fatalf("happiness %d", h)
+		}
+	}
+	for _, nd := range nodes {
+		if got[nd.ID] == 0 {
+			t.Errorf("node %s (slow %v) never got a share", nd.ID, slow(nd.ID))
+		}
+	}
+}
+
+// The speed never beats zone spread: fast nodes all in one zone, slow in
+// another, the plan still splits 5 and 5, as Place's.
+func TestPlaceByKeepsZoneSpread(t *testing.T) {
+	nodes := zonedNodes(map[string]int{"a": 7, "b": 6})
+	eta := func(id string) float64 {
+		if strings.HasPrefix(id, "b") {
+			return 10
+		}
+		return 1
+	}
+	r := newRand()
+	for range 50 {
+		si := randSI(r)
+		plan, err := PlaceBy(si, nodes, 10, 7, MiB, eta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inA := 0
+		for _, id := range plan.Nodes {
+			if strings.HasPrefix(id, "a") {
+				inA++
+			}
+		}
+		if inA != 5 {
+			t.Fatalf("zone a holds %d of 10 shares: %v", inA, plan.Nodes)
+		}
+	}
+}
+
+// With no difference in speed, or less than a factor of two, PlaceBy is
+// Place; nodes without room are
+// skipped whatever their speed; bad parameters are refused.
+func TestPlaceByEqualIsPlace(t *testing.T) {
+	nodes := equalNodes(15, GiB)
+	r := newRand()
+	for range 50 {
+		si := randSI(r)
+		a, err1 := Place(si, nodes, 10, 7, MiB)
+		b, err2 := PlaceBy(si, nodes, 10, 7, MiB, func(string) float64 { return 0 })
+		if err1 != nil || err2 != nil || !slices.Equal(a.Nodes, b.Nodes) {
+			t.Fatalf("Place %v (%v), PlaceBy %v (%v)", a.Nodes, err1, b.Nodes, err2)
+		}
+		// Measurements within a factor of two of each other (noise on a
+		// uniform network) change nothing either.
+		noisy := map[string]float64{}
+		for _, nd := range nodes {
+			noisy[nd.ID] = 1 + r.Float64()*0.99
+		}
+		c, err3 := PlaceBy(si, nodes, 10, 7, MiB, func(id string) float64 { return noisy[id] })
+		if err3 != nil || !slices.Equal(a.Nodes, c.Nodes) {
+			t.Fatalf("noise moved shares: Place %v, PlaceBy %v (%v)", a.Nodes, c.Nodes, err3)
+		}
+	}
+	full := equalNodes(12, GiB)
+	full[0].Free = 0 // fastest, but full
+	plan, err := PlaceBy(randSI(r), full, 10, 7, MiB, func(id string) float64 {
+		if id == "n00" {
+			return 0
+		}
+		return 1
+	})
+	if err != nil || slices.Contains(plan.Nodes, "n00") {
+		t.Fatalf("a full node was given a share: %v %v", plan.Nodes, err)
+	}
+	if _, err := PlaceBy(randSI(r), full, 10, 11, MiB, func(string) float64 { return 0 }); err == nil {
+		t.Fatal("happy > n accepted")
+	}
+}
