@@ -179,6 +179,8 @@ func mapErr(err error) *Error {
 		return s3err("InvalidRequest", 400, "The checksum you specified is not of the upload's checksum algorithm and type.")
 	case errors.Is(err, gateway.ErrPrecondition):
 		return errPrecondition
+	case errors.Is(err, gateway.ErrPartTooSmall):
+		return s3err("EntityTooSmall", 400, "Your proposed upload is smaller than the minimum allowed size: "+strings.TrimPrefix(err.Error(), "gateway: part too small: "))
 	case errors.Is(err, gateway.ErrBadPart):
 		return s3err("InvalidPart", 400, err.Error())
 	case keyErr(err, false) != nil:

@@ -2,9 +2,7 @@ package s3
 
 import (
 	"encoding/xml"
-	"net/url"
 	"strconv"
-	"strings"
 )
 
 // Buckets are not versioned: every object is its one version, "null"
@@ -62,7 +60,7 @@ func (s *Server) listVersions(q *request) {
 	urlEnc := v.Get("encoding-type") == "url"
 	enc := func(s string) string {
 		if urlEnc {
-			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+			return urlEncode(s)
 		}
 		return s
 	}
