@@ -261,6 +261,10 @@ func checkHeaders(r *http.Request, opName string) error {
 			return notImpl("ACLs are not implemented: permissions are the access keys' grants.")
 		case ln == "x-amz-website-redirect-location":
 			return notImpl("Website redirects are not implemented.")
+		case ln == "x-amz-meta-snowball-auto-extract" && strings.EqualFold(get(name), "true"):
+			// MinIO's extension (minio-py's upload_snowball_objects):
+			// stored as it is, the archive would be one object.
+			return notImpl("Extracting an uploaded archive (X-Amz-Meta-Snowball-Auto-Extract, MinIO's) is not implemented.")
 		case strings.HasPrefix(ln, "x-amz-checksum-") && !checksumParams[ln]:
 			if _, ok := checksumOf(ln); !ok {
 				return notImpl("Checksum " + ln + " is not implemented: the gateway checks " + knownChecksums + ".")
