@@ -21,7 +21,7 @@ import (
 // '/' alone, ListBuckets pages by max-buckets, UTF-8 user metadata,
 // a repeated CompleteMultipartUpload, EntityTooSmall, a copy onto
 // itself, aws-chunked not kept as the object's Content-Encoding, and
-// MinIO's snowball auto-extract refused.
+// MinIO's snowball auto-extract and storage classes S3 has not refused.
 func TestS3Conformance(t *testing.T) {
 	e := newEnv(t, 5)
 	ctx := context.Background()
@@ -209,6 +209,17 @@ func TestS3Conformance(t *testing.T) {
 		if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("conf-a"), Key: aws.String("snow.tar"),
 			Body: strings.NewReader("tar"), Metadata: map[string]string{"Snowball-Auto-Extract": "false"}}); err != nil {
 			t.Fatalf("auto-extract false: %v", err)
+		}
+	})
+
+	t.Run("storage class", func(t *testing.T) {
+		if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("conf-a"), Key: aws.String("sc"),
+			Body: strings.NewReader("x"), StorageClass: "CHEAP"}); code(err) != "InvalidStorageClass" {
+			t.Fatalf("storage class CHEAP: %v, want InvalidStorageClass", err)
+		}
+		if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("conf-a"), Key: aws.String("sc"),
+			Body: strings.NewReader("x"), StorageClass: types.StorageClassStandardIa}); err != nil {
+			t.Fatalf("storage class STANDARD_IA: %v", err)
 		}
 	})
 

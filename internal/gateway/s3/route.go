@@ -217,6 +217,12 @@ var checksumParams = map[string]bool{"x-amz-checksum-mode": true, "x-amz-checksu
 // knownChecksums are the checksum algorithms the gateway computes.
 const knownChecksums = "CRC32, CRC32C, CRC64NVME, SHA1, SHA256, SHA512, MD5, XXHASH64, XXHASH3 and XXHASH128"
 
+// storageClasses are S3's storage classes. Any is accepted (the grid
+// has one: objects list as STANDARD); another name is refused.
+var storageClasses = map[string]bool{"STANDARD": true, "REDUCED_REDUNDANCY": true, "STANDARD_IA": true, "ONEZONE_IA": true,
+	"INTELLIGENT_TIERING": true, "GLACIER": true, "DEEP_ARCHIVE": true, "OUTPOSTS": true, "GLACIER_IR": true, "SNOW": true,
+	"EXPRESS_ONEZONE": true, "FSX_OPENZFS": true}
+
 // kmsRefusal is why SSE-KMS is refused.
 const kmsRefusal = "Server-side encryption with KMS keys (aws:kms, aws:kms:dsse) is refused: this gateway has no key management service configured. " +
 	"The grid encrypts every object with keys of its own (x-amz-server-side-encryption: AES256 is accepted and changes nothing); " +
@@ -282,6 +288,9 @@ func checkHeaders(r *http.Request, opName string) error {
 		return notImpl(kmsRefusal)
 	default:
 		return s3err("InvalidArgument", 400, "Server-side encryption "+sse+" is not valid: AES256 is accepted (the grid encrypts every object), aws:kms is refused (no key management service is configured).")
+	}
+	if sc := get("x-amz-storage-class"); sc != "" && !storageClasses[sc] {
+		return s3err("InvalidStorageClass", 400, "The storage class you specified is not valid: "+sc)
 	}
 	if acl := get("x-amz-acl"); acl != "" && acl != "private" {
 		return notImpl("Canned ACL " + acl + " is not implemented: objects and buckets are private to the keys granted the bucket.")
