@@ -212,6 +212,23 @@ func TestS3Conformance(t *testing.T) {
 		}
 	})
 
+	t.Run("refused with a body", func(t *testing.T) {
+		// A client that sends a large body whole, without Expect:
+		// 100-continue, reads the refusal (not a reset connection).
+		big := make([]byte, 6<<20)
+		for _, tc := range []struct {
+			path   string
+			hdr    []string
+			status int
+		}{{"/conf-a/snow.tar", []string{"X-Amz-Meta-Snowball-Auto-Extract", "true"}, 501}, {"/nosuchbucket/x", nil, 404}} {
+			hdr := append([]string{"Content-Length", fmt.Sprint(len(big))}, tc.hdr...)
+			conn := e.raw(t, e.admin, "PUT", tc.path, "UNSIGNED-PAYLOAD", hdr, big) // fails if the body cannot be sent
+			if resp, rb := answer(t, conn); resp.StatusCode != tc.status {
+				t.Errorf("%s: %d %s, want %d", tc.path, resp.StatusCode, rb, tc.status)
+			}
+		}
+	})
+
 	t.Run("storage class", func(t *testing.T) {
 		if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("conf-a"), Key: aws.String("sc"),
 			Body: strings.NewReader("x"), StorageClass: "CHEAP"}); code(err) != "InvalidStorageClass" {

@@ -221,6 +221,15 @@ func (q *request) fail(err error) {
 	if e == errInternal {
 		q.log.Error("s3: internal error", "id", q.id, "method", q.r.Method, "path", q.r.URL.Path, "err", err)
 	}
+	if q.raw != nil && q.raw.err == nil && !q.raw.eof && !aborted && q.r.ContentLength >= 0 && q.r.ContentLength <= maxDrain {
+		// A request refused before its body was read (a header the
+		// gateway refuses, a missing bucket): the body is read and
+		// dropped first, so that a client that sends it whole without
+		// Expect: 100-continue (urllib3, minio-py) sees the answer
+		// rather than a connection reset mid-upload. Larger bodies get
+		// the answer and a closed connection.
+		io.Copy(io.Discard, io.LimitReader(q.raw, maxDrain))
+	}
 	if q.raw != nil && q.raw.err != nil {
 		// The body was not read to its end: the connection cannot carry
 		// another request.
@@ -236,6 +245,10 @@ func (q *request) fail(err error) {
 		xml.NewEncoder(q.w).Encode(errorXML{Code: e.Code, Message: e.Message, Resource: q.r.URL.Path, RequestID: q.id})
 	}
 }
+
+// maxDrain is the largest request body an error answer reads and drops
+// before it is sent.
+const maxDrain = 16 << 20
 
 // statusClientGone is the status logged for a request whose client went
 // away before the answer (nginx's 499): not a server error.
