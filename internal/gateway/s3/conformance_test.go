@@ -157,8 +157,11 @@ func TestS3Conformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		again, err := complete(big, last)
-		if err != nil || aws.ToString(again.ETag) != aws.ToString(first.ETag) || aws.ToString(again.Key) != "mp" {
-			t.Fatalf("second completion: %v, ETag %s, want %s", err, aws.ToString(again.ETag), aws.ToString(first.ETag))
+		if err != nil {
+			t.Fatalf("second completion: %v", err)
+		}
+		if aws.ToString(again.ETag) != aws.ToString(first.ETag) || aws.ToString(again.Key) != "mp" {
+			t.Fatalf("second completion: ETag %s, key %s, want %s, mp", aws.ToString(again.ETag), aws.ToString(again.Key), aws.ToString(first.ETag))
 		}
 		// Other parts than the completion's, or another object at the
 		// key since: the upload is gone.
