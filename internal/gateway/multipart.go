@@ -28,6 +28,9 @@ import (
 var (
 	ErrNoUpload = errors.New("gateway: no such upload")
 	ErrBadPart  = errors.New("gateway: invalid part")
+	// ErrPartTooSmall means a part other than the last of a completion
+	// is smaller than the minimum part size.
+	ErrPartTooSmall = errors.New("gateway: part too small")
 	// ErrUploadsOpen means a bucket cannot be deleted while multipart
 	// uploads into it are in progress.
 	ErrUploadsOpen = errors.New("gateway: bucket has multipart uploads in progress")
@@ -345,7 +348,7 @@ func (g *Gateway) CompleteUploadIf(ctx context.Context, bucketName, key, id stri
 			return ObjectInfo{}, fmt.Errorf("%w: parts must be listed in ascending order", ErrBadPart)
 		}
 		if i < len(refs)-1 && p.Size < minPart {
-			return ObjectInfo{}, fmt.Errorf("%w: part %d is smaller than %d bytes and not the last", ErrBadPart, ref.Number, minPart)
+			return ObjectInfo{}, fmt.Errorf("%w: part %d is smaller than %d bytes and not the last", ErrPartTooSmall, ref.Number, minPart)
 		}
 		for alg, v := range ref.Checksums {
 			if p.Checksums[alg] != v {

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
 )
@@ -25,27 +28,58 @@ type owner struct {
 }
 
 func (s *Server) listBuckets(q *request) {
+	// max-buckets (1-10000) pages the list, continuation-token (the
+	// last name of the page before) says where a page starts, and prefix
+	// filters it, as on S3.
+	v := q.r.URL.Query()
+	limit := 10000
+	if m := v.Get("max-buckets"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 1 || n > 10000 {
+			q.fail(s3err("InvalidArgument", 400, "max-buckets must be an integer from 1 to 10000"))
+			return
+		}
+		limit = n
+	}
+	after := ""
+	if tok := v.Get("continuation-token"); tok != "" {
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil {
+			q.fail(s3err("InvalidArgument", 400, "The continuation token provided is incorrect"))
+			return
+		}
+		after = string(b)
+	}
+	prefix := v.Get("prefix")
 	bs, err := s.gw.Buckets(q.r.Context())
 	if err != nil {
 		q.fail(err)
 		return
 	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Name < bs[j].Name })
 	type bucketXML struct {
 		Name         string
 		CreationDate string
 	}
 	out := struct {
-		XMLName xml.Name    `xml:"ListAllMyBucketsResult"`
-		NS      string      `xml:"xmlns,attr"`
-		Owner   owner       `xml:"Owner"`
-		Buckets []bucketXML `xml:"Buckets>Bucket"`
-	}{NS: s3ns}
+		XMLName           xml.Name    `xml:"ListAllMyBucketsResult"`
+		NS                string      `xml:"xmlns,attr"`
+		Owner             owner       `xml:"Owner"`
+		Buckets           []bucketXML `xml:"Buckets>Bucket"`
+		ContinuationToken string      `xml:",omitempty"`
+		Prefix            string      `xml:",omitempty"`
+	}{NS: s3ns, Prefix: prefix}
 	me := q.requester()
 	out.Owner = owner{me.ID, me.DisplayName}
 	for _, b := range bs {
-		if q.key.Allowed(b.Name, gateway.Read) {
-			out.Buckets = append(out.Buckets, bucketXML{b.Name, b.Created.Format(time.RFC3339)})
+		if b.Name <= after || !strings.HasPrefix(b.Name, prefix) || !q.key.Allowed(b.Name, gateway.Read) {
+			continue
 		}
+		if len(out.Buckets) == limit {
+			out.ContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(out.Buckets[limit-1].Name))
+			break
+		}
+		out.Buckets = append(out.Buckets, bucketXML{b.Name, b.Created.Format(time.RFC3339)})
 	}
 	q.xml(200, out)
 }
@@ -170,6 +204,12 @@ type contentXML struct {
 
 type prefixXML struct{ Prefix string }
 
+// urlEncode is a key, prefix or delimiter of a listing with
+// encoding-type=url: percent-encoded as S3 does it, '/' left as it is.
+func urlEncode(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(url.QueryEscape(s), "+", "%20"), "%2F", "/")
+}
+
 func (s *Server) listObjects(q *request) {
 	v := q.r.URL.Query()
 	v2 := v.Get("list-type") == "2"
@@ -203,7 +243,7 @@ func (s *Server) listObjects(q *request) {
 	urlEnc := v.Get("encoding-type") == "url"
 	enc := func(s string) string {
 		if urlEnc {
-			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+			return urlEncode(s)
 		}
 		return s
 	}
@@ -336,6 +376,25 @@ func (s *Server) deleteObjects(q *request) {
 // returned on GET and HEAD.
 var keptHeaders = []string{"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language", "Expires"}
 
+// User metadata is UTF-8 as S3 keeps it: a value sent RFC 2047-encoded
+// (=?UTF-8?B?...?=, as the SDKs' documentation asks for non-ASCII
+// values) is stored decoded, one sent as raw UTF-8 is stored as it is,
+// and a value that is not ASCII is answered RFC 2047-encoded (B), since
+// HTTP header values are not UTF-8 (clients read them as Latin-1).
+var metaEncoder = mime.BEncoding
+
+// metaValue is a user metadata value as received, RFC 2047 words decoded.
+func metaValue(v string) string {
+	if !strings.Contains(v, "=?") {
+		return v
+	}
+	d, err := new(mime.WordDecoder).DecodeHeader(v)
+	if err != nil || !utf8.ValidString(d) {
+		return v
+	}
+	return d
+}
+
 func putOptions(h http.Header) gateway.PutOptions {
 	opt := gateway.PutOptions{ContentType: h.Get("Content-Type"), Meta: map[string]string{}, Headers: map[string]string{}}
 	if opt.ContentType == "" {
@@ -343,12 +402,27 @@ func putOptions(h http.Header) gateway.PutOptions {
 	}
 	for k, v := range h {
 		if lk := strings.ToLower(k); strings.HasPrefix(lk, "x-amz-meta-") {
-			opt.Meta[strings.TrimPrefix(lk, "x-amz-meta-")] = strings.Join(v, ",")
+			opt.Meta[strings.TrimPrefix(lk, "x-amz-meta-")] = metaValue(strings.Join(v, ","))
 		}
 	}
 	for _, k := range keptHeaders {
 		if v := h.Get(k); v != "" {
 			opt.Headers[k] = v
+		}
+	}
+	// aws-chunked says how this request's body is framed, not what the
+	// object is: S3 strips it, keeping any other coding (gzip).
+	if ce, ok := opt.Headers["Content-Encoding"]; ok {
+		var keep []string
+		for _, c := range strings.Split(ce, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "aws-chunked") {
+				keep = append(keep, c)
+			}
+		}
+		if len(keep) == 0 {
+			delete(opt.Headers, "Content-Encoding")
+		} else {
+			opt.Headers["Content-Encoding"] = strings.Join(keep, ",")
 		}
 	}
 	return opt
@@ -426,6 +500,11 @@ func (s *Server) copyObject(q *request) {
 	if !ok {
 		return
 	}
+	if ontoItself(q) && r.Header.Get("x-amz-metadata-directive") != "REPLACE" && src.key == nil && dstKey == nil &&
+		r.Header.Get("x-amz-server-side-encryption") == "" && r.Header.Get("x-amz-storage-class") == "" {
+		q.fail(s3err("InvalidRequest", 400, "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."))
+		return
+	}
 	opt := gateway.PutOptions{ContentType: info.ContentType, Meta: info.Meta, Headers: info.Headers}
 	if r.Header.Get("x-amz-metadata-directive") == "REPLACE" {
 		opt = putOptions(r.Header)
@@ -488,6 +567,17 @@ func (s *Server) copyObject(q *request) {
 		LastModified string
 		ETag         string
 	}{NS: s3ns, LastModified: out.Modified.Format("2006-01-02T15:04:05.000Z"), ETag: `"` + out.ETag + `"`})
+}
+
+// ontoItself reports whether a CopyObject's x-amz-copy-source names the
+// object it writes, and no version of it (copying a version onto its key
+// restores it).
+func ontoItself(q *request) bool {
+	src, err := url.PathUnescape(q.r.Header.Get("x-amz-copy-source"))
+	if err != nil || strings.Contains(src, "?versionId=") {
+		return false
+	}
+	return strings.TrimPrefix(src, "/") == q.bucket+"/"+q.object
 }
 
 // source is a copy's source object, and the customer key it was given
@@ -672,7 +762,7 @@ func (s *Server) getObject(q *request) {
 	for k, v := range info.Meta {
 		// Lower case, as S3 sends them: clients keep the name's case
 		// after the prefix (Go would write X-Amz-Meta-Who).
-		h["x-amz-meta-"+k] = []string{v}
+		h["x-amz-meta-"+k] = []string{metaEncoder.Encode("UTF-8", v)}
 	}
 	for k, v := range info.Headers {
 		h.Set(k, v)

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -168,6 +169,14 @@ func (s *Server) completeUpload(q *request) {
 		}
 	}
 	info, err := s.gw.CompleteUploadIf(q.r.Context(), q.bucket, q.object, q.r.URL.Query().Get("uploadId"), refs, MinPart, want, writeCondition(q.r.Header))
+	if errors.Is(err, gateway.ErrNoUpload) {
+		// A completion sent again (a client retrying after a lost
+		// answer) gets the first one's result, as on S3, while the key
+		// holds the object those parts made.
+		if done, ok := s.completed(q, refs); ok {
+			info, err = done, nil
+		}
+	}
 	if err != nil {
 		q.fail(err)
 		return
@@ -308,6 +317,22 @@ func copyRange(h string, size int64) (off, length int64, ok bool) {
 		return 0, 0, false
 	}
 	return first, last - first + 1, true
+}
+
+// completed returns the object at the request's key if it is the one a
+// completion of exactly refs made: its parts are refs, by number and
+// ETag, in order.
+func (s *Server) completed(q *request, refs []gateway.PartRef) (gateway.ObjectInfo, bool) {
+	info, err := s.gw.Head(q.r.Context(), q.bucket, q.object)
+	if err != nil || len(info.Parts) != len(refs) {
+		return info, false
+	}
+	for i, p := range info.Parts {
+		if p.Number != refs[i].Number || p.ETag != refs[i].ETag {
+			return info, false
+		}
+	}
+	return info, true
 }
 
 // uploadKey checks the customer key headers of a request on upload id

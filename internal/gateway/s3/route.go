@@ -236,6 +236,12 @@ var checksumParams = map[string]bool{"x-amz-checksum-mode": true, "x-amz-checksu
 // knownChecksums are the checksum algorithms the gateway computes.
 const knownChecksums = "CRC32, CRC32C, CRC64NVME, SHA1, SHA256, SHA512, MD5, XXHASH64, XXHASH3 and XXHASH128"
 
+// storageClasses are S3's storage classes. Any is accepted (the grid
+// has one: objects list as STANDARD); another name is refused.
+var storageClasses = map[string]bool{"STANDARD": true, "REDUCED_REDUNDANCY": true, "STANDARD_IA": true, "ONEZONE_IA": true,
+	"INTELLIGENT_TIERING": true, "GLACIER": true, "DEEP_ARCHIVE": true, "OUTPOSTS": true, "GLACIER_IR": true, "SNOW": true,
+	"EXPRESS_ONEZONE": true, "FSX_OPENZFS": true}
+
 // kmsRefusal is why SSE-KMS is refused.
 const kmsRefusal = "Server-side encryption with KMS keys (aws:kms, aws:kms:dsse) is refused: this gateway has no key management service configured. " +
 	"The grid encrypts every object with keys of its own (x-amz-server-side-encryption: AES256 is accepted and changes nothing); " +
@@ -278,6 +284,10 @@ func checkHeaders(r *http.Request, opName string) error {
 			return notImpl("Object Lock is not implemented.")
 		case ln == "x-amz-website-redirect-location":
 			return notImpl("Website redirects are not implemented.")
+		case ln == "x-amz-meta-snowball-auto-extract" && strings.EqualFold(get(name), "true"):
+			// MinIO's extension (minio-py's upload_snowball_objects):
+			// stored as it is, the archive would be one object.
+			return notImpl("Extracting an uploaded archive (X-Amz-Meta-Snowball-Auto-Extract, MinIO's) is not implemented.")
 		case strings.HasPrefix(ln, "x-amz-checksum-") && !checksumParams[ln]:
 			if _, ok := checksumOf(ln); !ok {
 				return notImpl("Checksum " + ln + " is not implemented: the gateway checks " + knownChecksums + ".")
@@ -295,6 +305,9 @@ func checkHeaders(r *http.Request, opName string) error {
 		return notImpl(kmsRefusal)
 	default:
 		return s3err("InvalidArgument", 400, "Server-side encryption "+sse+" is not valid: AES256 is accepted (the grid encrypts every object), aws:kms is refused (no key management service is configured).")
+	}
+	if sc := get("x-amz-storage-class"); sc != "" && !storageClasses[sc] {
+		return s3err("InvalidStorageClass", 400, "The storage class you specified is not valid: "+sc)
 	}
 	// x-amz-acl: private asks for what every object and bucket is
 	// anyway: clients that send it with every request are not refused.

@@ -193,6 +193,8 @@ func mapErr(err error) *Error {
 		return s3err("InvalidRequest", 400, "The checksum you specified is not of the upload's checksum algorithm and type.")
 	case errors.Is(err, gateway.ErrPrecondition):
 		return errPrecondition
+	case errors.Is(err, gateway.ErrPartTooSmall):
+		return s3err("EntityTooSmall", 400, "Your proposed upload is smaller than the minimum allowed size: "+strings.TrimPrefix(err.Error(), "gateway: part too small: "))
 	case errors.Is(err, gateway.ErrBadPart):
 		return s3err("InvalidPart", 400, err.Error())
 	case keyErr(err, false) != nil:
@@ -235,6 +237,15 @@ func (q *request) fail(err error) {
 	if e == errInternal {
 		q.log.Error("s3: internal error", "id", q.id, "method", q.r.Method, "path", q.r.URL.Path, "err", err)
 	}
+	if q.raw != nil && q.raw.err == nil && !q.raw.eof && !aborted && q.r.ContentLength >= 0 && q.r.ContentLength <= maxDrain {
+		// A request refused before its body was read (a header the
+		// gateway refuses, a missing bucket): the body is read and
+		// dropped first, so that a client that sends it whole without
+		// Expect: 100-continue (urllib3, minio-py) sees the answer
+		// rather than a connection reset mid-upload. Larger bodies get
+		// the answer and a closed connection.
+		io.Copy(io.Discard, io.LimitReader(q.raw, maxDrain))
+	}
 	if q.raw != nil && q.raw.err != nil {
 		// The body was not read to its end: the connection cannot carry
 		// another request.
@@ -251,6 +262,10 @@ func (q *request) fail(err error) {
 		xml.NewEncoder(q.w).Encode(errorXML{Code: e.Code, Message: e.Message, Resource: q.r.URL.Path, RequestID: q.id})
 	}
 }
+
+// maxDrain is the largest request body an error answer reads and drops
+// before it is sent.
+const maxDrain = 16 << 20
 
 // statusClientGone is the status logged for a request whose client went
 // away before the answer (nginx's 499): not a server error.

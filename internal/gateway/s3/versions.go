@@ -5,9 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/gateway"
@@ -149,7 +147,7 @@ func (s *Server) listVersions(q *request) {
 	urlEnc := v.Get("encoding-type") == "url"
 	enc := func(s string) string {
 		if urlEnc {
-			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+			return urlEncode(s)
 		}
 		return s
 	}

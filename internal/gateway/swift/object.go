@@ -416,6 +416,11 @@ func (s *Server) getObject(q *request) {
 	}
 	ctx := q.r.Context()
 	info, inline, err := s.lookup(ctx, q.container, q.object)
+	if err == nil && info.Encryption != nil {
+		// Refused before any header is sent: the read would fail
+		// without the customer key, after a 200.
+		err = errCustomerKey
+	}
 	if err != nil {
 		q.fail(err)
 		return
@@ -783,6 +788,9 @@ func (s *Server) copy(q *request, sc, so, dc, do string) {
 		return
 	}
 	src, inline, err := s.lookup(ctx, sc, so)
+	if err == nil && src.Encryption != nil {
+		err = errCustomerKey
+	}
 	if err != nil {
 		q.fail(err)
 		return

@@ -113,6 +113,10 @@ var (
 	errInternal     = serr(500, "Internal Server Error: the server has either erred or is incapable of performing the requested operation.")
 )
 
+// errCustomerKey answers a read of an object stored through S3 with a
+// customer key (SSE-C): only S3 requests can give the key.
+var errCustomerKey = serr(403, "Forbidden: the object is encrypted with a customer-provided key (S3 SSE-C); read it through the S3 API with its key.")
+
 func notImplemented(what string) *swiftError {
 	return serr(501, "Not Implemented: "+what+" is not supported by this gateway (see /info).")
 }
@@ -133,6 +137,8 @@ func mapErr(err error) *swiftError {
 		return serr(400, "Bad Request: "+strings.TrimPrefix(err.Error(), "gateway: ")+"; a container is an S3 bucket and follows S3's naming rules")
 	case errors.Is(err, gateway.ErrBadKey):
 		return serr(400, "Bad Request: "+strings.TrimPrefix(err.Error(), "gateway: "))
+	case errors.Is(err, gateway.ErrKeyRequired), errors.Is(err, gateway.ErrWrongKey):
+		return errCustomerKey
 	case errors.Is(err, gateway.ErrDenied):
 		return errForbidden
 	case errors.Is(err, gateway.ErrQuota):
