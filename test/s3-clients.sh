@@ -95,6 +95,17 @@ test -z "$out"
 "$aws" s3api put-object-tagging --bucket cli --key data/small --tagging 'TagSet=[{Key=team,Value=blue}]' >/dev/null
 out=$("$aws" s3api get-object-tagging --bucket cli --key data/small --query 'TagSet[0].Value' --output text)
 test "$out" = blue
+"$aws" s3api put-bucket-tagging --bucket cli --tagging 'TagSet=[{Key=env,Value=ci}]'
+out=$("$aws" s3api get-bucket-tagging --bucket cli --query 'TagSet[0].Value' --output text)
+test "$out" = ci
+# CORS rules: set, read back, removed (the browser step checks them in
+# Chromium).
+"$aws" s3api put-bucket-cors --bucket cli --cors-configuration \
+	'{"CORSRules":[{"AllowedOrigins":["https://app.example"],"AllowedMethods":["GET","PUT"],"AllowedHeaders":["*"],"MaxAgeSeconds":60}]}'
+out=$("$aws" s3api get-bucket-cors --bucket cli --query 'CORSRules[0].AllowedOrigins[0]' --output text)
+test "$out" = https://app.example
+"$aws" s3api delete-bucket-cors --bucket cli
+if "$aws" s3api get-bucket-cors --bucket cli >/dev/null 2>&1; then echo "CORS rules outlive delete-bucket-cors"; exit 1; fi
 # ACLs and a bucket policy: an anonymous curl GET is allowed by the
 # policy, and refused without it.
 me=$("$aws" s3api list-buckets --query Owner.ID --output text)
