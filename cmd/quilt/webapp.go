@@ -126,6 +126,15 @@ func (w webappUsers) Users(ctx context.Context) ([]webapp.UserInfo, error) {
 	return out, nil
 }
 
+// IsAdmin tells whether account name is an admin now.
+func (w webappUsers) IsAdmin(ctx context.Context, name string) (bool, error) {
+	u, err := w.gw.User(ctx, name)
+	if errors.Is(err, gateway.ErrNoUser) {
+		return false, nil
+	}
+	return u.Admin, err
+}
+
 // Groups lists the groups and their members.
 func (w webappUsers) Groups(ctx context.Context) ([]webapp.GroupInfo, error) {
 	gs, err := w.gw.Groups(ctx)

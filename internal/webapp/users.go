@@ -19,6 +19,9 @@ import (
 type UserAdmin interface {
 	// Users lists the accounts, by name.
 	Users(ctx context.Context) ([]UserInfo, error)
+	// IsAdmin tells whether account name is an admin now (false for no
+	// such account).
+	IsAdmin(ctx context.Context, name string) (bool, error)
 	// Groups lists the groups, by name, with their members.
 	Groups(ctx context.Context) ([]GroupInfo, error)
 	// AddUser makes an account with its home drive and S3 access key,
@@ -120,15 +123,13 @@ func (q *request) admin() bool {
 		q.fail(http.StatusForbidden, "The users page is for admins.")
 		return false
 	}
-	us, err := q.h.cfg.Users.Users(q.r.Context())
+	ok, err := q.h.cfg.Users.IsAdmin(q.r.Context(), q.s.acct.Name)
 	if err != nil {
 		q.usersFail(err)
 		return false
 	}
-	for _, u := range us {
-		if u.Name == q.s.acct.Name && u.Admin {
-			return true
-		}
+	if ok {
+		return true
 	}
 	q.fail(http.StatusForbidden, "The users page is for admins, and your account is not one now.")
 	return false

@@ -41,6 +41,14 @@ func (w gwUsers) Users(ctx context.Context) ([]webapp.UserInfo, error) {
 	return out, err
 }
 
+func (w gwUsers) IsAdmin(ctx context.Context, name string) (bool, error) {
+	u, err := w.gw.User(ctx, name)
+	if errors.Is(err, gateway.ErrNoUser) {
+		return false, nil
+	}
+	return u.Admin, err
+}
+
 func (w gwUsers) Groups(ctx context.Context) ([]webapp.GroupInfo, error) {
 	gs, err := w.gw.Groups(ctx)
 	var out []webapp.GroupInfo

@@ -630,6 +630,18 @@ try {
   check(cp.url().startsWith(base + '/login') && (await cp.textContent('#login-error')).includes('Wrong user name or password.'), `carol's login refused after removal`);
   await carolCtx.close();
   await kb.close();
+  // The Users page at a phone's viewport: nothing wider than the screen.
+  const phone2 = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 3 });
+  const up = await phone2.newPage();
+  await login(up, user, password);
+  await up.goto(base + '/users');
+  const uwidth = await up.evaluate(() => document.documentElement.scrollWidth);
+  check(uwidth <= 390, `phone: the Users page has no sideways scrolling: ${uwidth}px`);
+  for (const sel of ['#nu-name', '#add-user button[type=submit]', '#ng-name']) {
+    const box = await up.locator(sel).first().boundingBox();
+    check(box && box.x >= 0 && box.x + box.width <= 391 && box.height >= 20, `phone: ${sel} on screen: ${JSON.stringify(box)}`);
+  }
+  await phone2.close();
 
   console.log('browser test: all passed');
 } finally {
