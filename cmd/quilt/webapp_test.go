@@ -100,8 +100,14 @@ func TestWebappUsersAdmin(t *testing.T) {
 		t.Fatalf("users: %+v %v", us, err)
 	}
 	for _, err := range []error{
-		func() error { _, _, err := ua.AddUser(ctx, webapp.NewAccount{Name: "Bad!", Password: "long-enough"}); return err }(),
-		func() error { _, _, err := ua.AddUser(ctx, webapp.NewAccount{Name: "alice", Password: "long-enough"}); return err }(),
+		func() error {
+			_, _, err := ua.AddUser(ctx, webapp.NewAccount{Name: "Bad!", Password: "long-enough"})
+			return err
+		}(),
+		func() error {
+			_, _, err := ua.AddUser(ctx, webapp.NewAccount{Name: "alice", Password: "long-enough"})
+			return err
+		}(),
 		ua.SetPassword(ctx, "alice", "short"),
 		ua.DeleteUser(ctx, "nobody", false),
 		ua.AddGroup(ctx, "crew"),
