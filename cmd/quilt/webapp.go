@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,4 +83,103 @@ func webappGrid(nodes *node.Client) func(ctx context.Context) (webapp.GridStatus
 
 func gridNode(m member.Member) webapp.GridNode {
 	return webapp.GridNode{ID: m.ID, Addr: m.Addr, Zone: m.Zone, State: m.State, Used: m.Used, Free: m.Free, Capacity: m.Capacity, Since: m.Since}
+}
+
+// webappUsers is the web app's Users page over the gateway's accounts.
+type webappUsers struct{ gw *gateway.Gateway }
+
+// refusable marks the gateway's errors of an admin's input as such for
+// the web app, without the "gateway: " prefix.
+func refusable(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, e := range []error{gateway.ErrBadName, gateway.ErrBadPassword, gateway.ErrUserExists, gateway.ErrNoUser,
+		gateway.ErrGroupExists, gateway.ErrNoGroup, gateway.ErrHomeExists, gateway.ErrBadBucket} {
+		if errors.Is(err, e) {
+			return webapp.Refused(cleanErr{err})
+		}
+	}
+	return err
+}
+
+// cleanErr is an error shown to people: without its "gateway: " prefix.
+type cleanErr struct{ error }
+
+func (e cleanErr) Error() string { return strings.TrimPrefix(e.error.Error(), "gateway: ") }
+func (e cleanErr) Unwrap() error { return e.error }
+
+// Users lists the accounts with their home's usage (-1: not known).
+func (w webappUsers) Users(ctx context.Context) ([]webapp.UserInfo, error) {
+	us, err := w.gw.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]webapp.UserInfo, 0, len(us))
+	for _, u := range us {
+		used, err := w.gw.Usage(ctx, u.Home)
+		if err != nil {
+			used = -1
+		}
+		out = append(out, webapp.UserInfo{Name: u.Name, Admin: u.Admin, Groups: u.Groups, Home: u.Home, Used: used, Quota: u.Quota})
+	}
+	return out, nil
+}
+
+// IsAdmin tells whether account name is an admin now.
+func (w webappUsers) IsAdmin(ctx context.Context, name string) (bool, error) {
+	u, err := w.gw.User(ctx, name)
+	if errors.Is(err, gateway.ErrNoUser) {
+		return false, nil
+	}
+	return u.Admin, err
+}
+
+// Groups lists the groups and their members.
+func (w webappUsers) Groups(ctx context.Context) ([]webapp.GroupInfo, error) {
+	gs, err := w.gw.Groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]webapp.GroupInfo, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, webapp.GroupInfo{Name: g.Name, Members: g.Members})
+	}
+	return out, nil
+}
+
+// AddUser makes an account (gateway.CreateUser) and returns its S3 key.
+func (w webappUsers) AddUser(ctx context.Context, nu webapp.NewAccount) (webapp.UserInfo, webapp.S3Key, error) {
+	u, key, err := w.gw.CreateUser(ctx, gateway.NewUser{Name: nu.Name, Password: nu.Password, Admin: nu.Admin, Quota: nu.Quota, Groups: nu.Groups})
+	if err != nil {
+		return webapp.UserInfo{}, webapp.S3Key{}, refusable(err)
+	}
+	return webapp.UserInfo{Name: u.Name, Admin: u.Admin, Groups: u.Groups, Home: u.Home, Quota: u.Quota},
+		webapp.S3Key{ID: key.ID, Secret: key.Secret}, nil
+}
+
+// SetPassword replaces a password.
+func (w webappUsers) SetPassword(ctx context.Context, name, password string) error {
+	return refusable(w.gw.SetPassword(ctx, name, password))
+}
+
+// UpdateUser sets the admin flag, quota and groups.
+func (w webappUsers) UpdateUser(ctx context.Context, name string, admin bool, quota int64, groups []string) error {
+	_, err := w.gw.UpdateUser(ctx, name, gateway.UserChange{Admin: &admin, Quota: &quota, Groups: &groups})
+	return refusable(err)
+}
+
+// DeleteUser removes an account, and with purge its home bucket.
+func (w webappUsers) DeleteUser(ctx context.Context, name string, purge bool) error {
+	return refusable(w.gw.DeleteUser(ctx, name, purge))
+}
+
+// AddGroup makes a group.
+func (w webappUsers) AddGroup(ctx context.Context, name string) error {
+	return refusable(w.gw.CreateGroup(ctx, name))
+}
+
+// DeleteGroup removes a group.
+func (w webappUsers) DeleteGroup(ctx context.Context, name string) error {
+	return refusable(w.gw.DeleteGroup(ctx, name))
 }

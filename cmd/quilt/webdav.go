@@ -99,6 +99,7 @@ func startWebDAV(ctx context.Context, gw *gateway.Gateway, nodes *node.Client, d
 		Tree:         sharedTrees(sftp.GatewayTrees(gw)),
 		Usage:        webappUsage(gw),
 		Grid:         webappGrid(nodes),
+		Users:        webappUsers{gw},
 		Shares:       links,
 		SpoolDir:     filepath.Join(dir, "webapp"),
 		Logger:       log,

@@ -140,6 +140,7 @@ type page struct {
 	CSRF   string
 	Shares bool // the share UI is on
 	Grid   bool // the grid page is there for this user
+	Users  bool // the users page is there for this user
 	Flash  string
 	Data   any
 }
@@ -152,6 +153,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, s *session, cod
 		pg.User, pg.CSRF = &a, s.csrf
 		pg.Shares = h.cfg.Shares != nil
 		pg.Grid = h.cfg.Grid != nil && a.Admin
+		pg.Users = h.cfg.Users != nil && a.Admin
 		pg.Flash = h.sessions.takeFlash(s)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

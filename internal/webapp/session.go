@@ -96,6 +96,18 @@ func (ss *sessions) drop(id string) {
 	ss.mu.Unlock()
 }
 
+// dropUser ends the sessions of user name (removed, or their password
+// changed).
+func (ss *sessions) dropUser(name string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for id, s := range ss.m {
+		if s.acct.Name == name {
+			delete(ss.m, id)
+		}
+	}
+}
+
 func (ss *sessions) sweep() {
 	now := ss.now()
 	ss.mu.Lock()

@@ -3,8 +3,8 @@
 // folders by drag and drop with resumable chunked uploads, download files
 // and folders (a streamed zip), rename, move and delete into a trash they
 // can restore from, preview images and text, search by name, see their
-// storage and, for admins, the grid. Pages are rendered on the server
-// (html/template) with a little vanilla JavaScript and CSS, all embedded
+// storage and, for admins, the grid and the accounts (users and groups).
+// Pages are rendered on the server (html/template) with a little vanilla JavaScript and CSS, all embedded
 // in the binary; every action is a real link or a form button, so the app
 // works by keyboard and, but for uploads and share links, without
 // JavaScript.
@@ -83,6 +83,9 @@ type Config struct {
 	// Grid returns the grid's state for the admins' grid page. Nil: no
 	// grid page.
 	Grid func(ctx context.Context) (GridStatus, error)
+	// Users manages the accounts on the admins' Users page (/users):
+	// list, add, change and remove users and groups. Nil: no Users page.
+	Users UserAdmin
 	// Shares serves /api/shares (the share links' JSON API, and the
 	// shares between users and groups under /api/shares/grants and
 	// /api/shares/with-me). Nil: no share UI. The handler does not route to it: the mux in front does;
@@ -295,6 +298,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.storage()
 	case p == "/grid":
 		req.grid()
+	case p == "/users":
+		req.usersRoute("")
+	case strings.HasPrefix(p, "/users/"):
+		req.usersRoute(strings.TrimPrefix(p, "/users/"))
 	case p == "/shares":
 		req.sharesPage()
 	case p == "/shared":

@@ -16,7 +16,9 @@
 // share dialog, browsed, downloaded from and uploaded into on bob's
 // Shared with me page, one removed on the Shares page; the
 // admin's grid and storage pages; the app at a phone's viewport
-// (390x844); and a flow by the keyboard only.
+// (390x844); a flow by the keyboard only; and the admin's Users page
+// (carol added by keyboard, her key shown once, her login, her password
+// changed, her account removed).
 //
 // The drop: Playwright cannot start an operating system drag, and a
 // DataTransfer made by a script gives no FileSystemEntry
@@ -567,7 +569,79 @@ try {
   check(kmsg === 'Shared /by-keyboard with the user bob, read-only.', `keyboard: shared with bob from the keyboard: ${kmsg}`);
   await kp.keyboard.press('Escape');
   check(await kp.evaluate(() => !document.getElementById('share-dialog').open), `keyboard: Escape closes the share dialog again`);
+
+  // 11. The admin's Users page. Carol added by keyboard: her S3 key is
+  // shown once; she logs in to her empty drive in another context. Her
+  // password changed: the old one refused, the new one let in. Carol
+  // removed: her login refused. bob, not an admin, gets no Users page.
+  check(await tabTo('Users'), `keyboard: Tab reaches the Users link`);
+  await Promise.all([kp.waitForNavigation(), kp.keyboard.press('Enter')]);
+  check(kp.url() === base + '/users', `keyboard: the Users page: ${kp.url()}`);
+  const userNames = await kp.$$eval('#users tbody td.name', (tds) => tds.map((td) => td.textContent));
+  check(userNames.includes(user) && userNames.includes('bob'), `users page: lists ${userNames}`);
+  const crew = await kp.textContent('#group-list');
+  check(/crew\s*bob/.test(crew), `users page: the group crew with bob: ${crew.replace(/\s+/g, ' ').trim()}`);
+  const carolPw = 'carol-' + randomBytes(6).toString('hex');
+  const carolPw2 = 'carol2-' + randomBytes(6).toString('hex');
+  check(await tabTo('nu-name'), `keyboard: Tab reaches the new user's name`);
+  await kp.keyboard.type('carol');
+  for (const [id, text] of [['nu-password', carolPw], ['nu-password2', carolPw], ['nu-quota', '1GiB'], ['nu-groups', 'crew']]) {
+    await kp.keyboard.press('Tab');
+    check(await focused() === id, `keyboard: Tab to ${id}`);
+    await kp.keyboard.type(text);
+  }
+  await Promise.all([kp.waitForNavigation(), kp.keyboard.press('Enter')]);
+  check((await kp.textContent('h1')) === 'User carol added', `keyboard: carol added: ${await kp.textContent('h1')}`);
+  const keyID = (await kp.textContent('#key-id')).trim();
+  const secret = (await kp.textContent('#key-secret')).trim();
+  check(/^[A-Za-z0-9]{8,}$/.test(keyID) && secret.length >= 20, `carol's S3 key shown: ${keyID}`);
+  await kp.goto(base + '/users');
+  const usersHTML = await kp.content();
+  check(!usersHTML.includes(secret), `the secret is not shown again`);
+  const carolRow = await kp.textContent('#users tr:has(a:text-is("carol"))');
+  check(carolRow.includes('home-carol') && carolRow.includes('crew') && carolRow.includes('1.1 GB'), `users page: carol's row: ${carolRow.replace(/\s+/g, ' ').trim()}`);
+
+  const carolCtx = await browser.newContext();
+  const cp = await carolCtx.newPage();
+  await login(cp, 'carol', carolPw);
+  check(cp.url() === base + '/files/carol/', `carol logs in to her drive: ${cp.url()}`);
+  check((await cp.textContent('#listing')).includes('This folder is empty.'), `carol's drive is empty`);
+  r = await cp.goto(base + '/users');
+  check(r.status() === 403 && (await cp.textContent('body')).includes('for admins'), `carol, not an admin: the Users page refused: ${r.status()}`);
+  check(await cp.locator('nav a[href="/users"]').count() === 0, `carol's pages have no Users link`);
+
+  await kp.goto(base + '/users/edit?name=carol');
+  await kp.fill('#pw1', carolPw2);
+  await kp.fill('#pw2', carolPw2);
+  await Promise.all([kp.waitForNavigation(), kp.click('#set-password button[type=submit]')]);
+  check((await kp.textContent('.flash')).includes('the old one no longer logs in'), `carol's password changed`);
+  await login(cp, 'carol', carolPw);
+  check(cp.url().startsWith(base + '/login') && (await cp.textContent('#login-error')).includes('Wrong user name or password.'), `carol's old password refused`);
+  await login(cp, 'carol', carolPw2);
+  check(cp.url() === base + '/files/carol/', `carol's new password logs in: ${cp.url()}`);
+
+  await kp.check('#rm-confirm');
+  await Promise.all([kp.waitForNavigation(), kp.click('#remove-user button[type=submit]')]);
+  check(kp.url() === base + '/users' && (await kp.textContent('.flash')).includes('User carol is removed'), `carol removed: ${await kp.textContent('.flash')}`);
+  check(!(await kp.$$eval('#users tbody td.name', (tds) => tds.map((td) => td.textContent))).includes('carol'), `carol is no longer listed`);
+  r = await cp.goto(base + '/files/carol/');
+  check(cp.url().startsWith(base + '/login'), `carol's session ended with her account: ${cp.url()}`);
+  await login(cp, 'carol', carolPw2);
+  check(cp.url().startsWith(base + '/login') && (await cp.textContent('#login-error')).includes('Wrong user name or password.'), `carol's login refused after removal`);
+  await carolCtx.close();
   await kb.close();
+  // The Users page at a phone's viewport: nothing wider than the screen.
+  const phone2 = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 3 });
+  const up = await phone2.newPage();
+  await login(up, user, password);
+  await up.goto(base + '/users');
+  const uwidth = await up.evaluate(() => document.documentElement.scrollWidth);
+  check(uwidth <= 390, `phone: the Users page has no sideways scrolling: ${uwidth}px`);
+  for (const sel of ['#nu-name', '#add-user button[type=submit]', '#ng-name']) {
+    const box = await up.locator(sel).first().boundingBox();
+    check(box && box.x >= 0 && box.x + box.width <= 391 && box.height >= 20, `phone: ${sel} on screen: ${JSON.stringify(box)}`);
+  }
+  await phone2.close();
 
   console.log('browser test: all passed');
 } finally {

@@ -253,9 +253,11 @@
 	}
 
 	// ---- confirmations of what cannot be undone ----
-	for (const b of document.querySelectorAll('#empty-trash, form[action="/trash/purge"] button')) {
+	for (const b of document.querySelectorAll('#empty-trash, form[action="/trash/purge"] button, form[action="/users/group-rm"] button')) {
 		b.addEventListener('click', (e) => {
-			if (!confirm(b.id === 'empty-trash' ? 'Delete everything in the trash for ever?' : 'Delete this for ever?')) e.preventDefault();
+			const q = b.id === 'empty-trash' ? 'Delete everything in the trash for ever?' :
+				b.closest('form').action.endsWith('/users/group-rm') ? 'Remove this group? Its members leave it, and its shares go.' : 'Delete this for ever?';
+			if (!confirm(q)) e.preventDefault();
 		});
 	}
 
