@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"testing"
 )
@@ -278,5 +279,44 @@ func TestNBDBlockStatusRefused(t *testing.T) {
 	c.request(cmdRead, 0, 0, 8192)
 	if cs := c.chunks(); len(cs) != 1 || cs[0].typ != rtOffsetData || len(cs[0].data) != 8+8192 {
 		t.Fatalf("read of a device without a map: %d chunks", len(cs))
+	}
+}
+
+// TestNBDStructuredReplyAndTLS: with TLS required, STRUCTURED_REPLY
+// before STARTTLS is refused with ERR_TLS_REQD; with TLS optional, what
+// was negotiated in plaintext is forgotten at STARTTLS (SET_META_CONTEXT
+// after it needs STRUCTURED_REPLY again), and over TLS a read is answered
+// in structured chunks.
+func TestNBDStructuredReplyAndTLS(t *testing.T) {
+	srv := selfSigned(t, "server")
+	devs := map[string]*memDev{"a": {b: bytes.Repeat([]byte{7}, 8192), mapped: true}}
+	req := dial(t, serveWith(t, devs, Config{TLS: &tls.Config{Certificates: []tls.Certificate{srv}}, RequireTLS: true}))
+	req.option(optStructured, nil)
+	if typ, _ := req.reply(); typ != repErrTLSReqd {
+		t.Fatalf("STRUCTURED_REPLY before STARTTLS with TLS required: reply %#x", typ)
+	}
+
+	c := dial(t, serveWith(t, devs, Config{TLS: &tls.Config{Certificates: []tls.Certificate{srv}}}))
+	c.option(optStructured, nil)
+	if typ, _ := c.reply(); typ != repAck {
+		t.Fatalf("STRUCTURED_REPLY in plaintext: reply %#x", typ)
+	}
+	c.startTLS(nil)
+	if _, _, fin := c.meta(optSetMeta, metaData("a", metaAlloc)); fin != repErrInvalid {
+		t.Fatalf("SET_META_CONTEXT after STARTTLS without a new STRUCTURED_REPLY: %#x", fin)
+	}
+	c.option(optStructured, nil)
+	if typ, _ := c.reply(); typ != repAck {
+		t.Fatalf("STRUCTURED_REPLY over TLS: reply %#x", typ)
+	}
+	if ctxs, _, fin := c.meta(optSetMeta, metaData("a", metaAlloc)); fin != repAck || len(ctxs) != 1 {
+		t.Fatalf("SET_META_CONTEXT over TLS: %q %#x", ctxs, fin)
+	}
+	if _, e := c.goExport("a"); e != 0 {
+		t.Fatalf("GO: %#x", e)
+	}
+	c.request(cmdRead, 0, 0, 8192)
+	if cs := c.chunks(); len(cs) != 1 || cs[0].typ != rtOffsetData || !bytes.Equal(cs[0].data[8:], devs["a"].b) {
+		t.Fatalf("read over TLS: %+v", cs)
 	}
 }
