@@ -2,14 +2,16 @@
 # Real NBD clients against the NBD server of `quilt up` (10 nodes on
 # 127.0.0.1; nbd.env), and a `quilt volume serve` beside it: libnbd's nbdinfo (named exports,
 # --list) and nbdcopy (1 GiB round trip too), qemu-img (create, convert, compare over nbd://) and
-# qemu-io (pattern writes and reads, FUA, flush, write-zeroes, trim), and
+# qemu-io (pattern writes and reads, FUA, flush, write-zeroes, trim),
+# structured replies and block status (nbdinfo --map and qemu-img map
+# show holes and data; nbdcopy copies a sparse volume out and in), and
 # fio (its nbd engine: random 4 KiB writes, then verified reads), ext4 on
 # nbdfuse and a loop device (mkfs, files, umount, fsck -n, read back), and
 # the volume verbs (create, ls, clone, snapshot, rollback, resize, import,
 # export, rm),
 # qcow2 import and export, non-persistent attachments, and TLS with a
 # client certificate per volume.
-# Installs libnbd-bin, qemu-utils, fio, nbdfuse, fuse3 with apt when missing; fails if they
+# Installs libnbd-bin, qemu-utils, fio, nbdfuse, fuse3, jq with apt when missing; fails if they
 # cannot be installed: nothing is skipped. Every step is bounded.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +42,7 @@ command -v nbdfuse >/dev/null || need+=(nbdfuse)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v mkfs.ext4 >/dev/null && command -v fsck.ext4 >/dev/null || need+=(e2fsprogs)
 command -v losetup >/dev/null || need+=(mount)
+command -v jq >/dev/null || need+=(jq)
 if [ ${#need[@]} -gt 0 ]; then
 	say "installing ${need[*]}"
 	if [ "$(id -u)" = 0 ]; then timeout 300 apt-get install -y -qq "${need[@]}" >/dev/null || { timeout 120 apt-get update -qq && timeout 300 apt-get install -y -qq "${need[@]}" >/dev/null; }
@@ -123,6 +126,33 @@ t nbdcopy -v --connections=4 --threads=4 --flush "$work/disk" "$url/mc1" 2>&1 | 
 t qemu-img compare -f raw -F raw "$work/disk" "$url/mc1"
 t nbdcopy -v --connections=4 --threads=4 "$url/mc1" "$work/mc1.back" 2>&1 | grep 'connections=4 '
 cmp "$work/disk" "$work/mc1.back"
+
+say "structured replies and block status: nbdinfo --map, qemu-img map, nbdcopy"
+# Extents 0 and 10 (of 4 MiB) written, 5 written and discarded, the rest never
+# written: the map shows data for 0 and 10, holes (reading zeros) elsewhere.
+q create map1 --size 64MiB
+t qemu-img create -f raw "$work/map1.img" 64M >/dev/null
+for f in "$work/map1.img" "$url/map1"; do
+	t qemu-io -f raw -c 'write -P 0x5a 1M 3M' -c 'write -P 0x77 40M 1M' -c 'write -P 1 20M 4M' -c flush -c 'discard 20M 4M' "$f" >/dev/null
+done
+t qemu-io -f raw -c 'write -z 20M 4M' "$work/map1.img" >/dev/null
+t nbdinfo "$url/map1" | tee "$work/info"
+grep -q 'can_df: true' "$work/info"
+grep -q 'base:allocation' "$work/info"
+t nbdinfo --map "$url/map1" | tee "$work/map"
+printf '%s\n' '0 4194304 0 data' '4194304 37748736 3 hole,zero' '41943040 4194304 0 data' '46137344 20971520 3 hole,zero' >"$work/map.want"
+awk '{print $1, $2, $3, $4}' "$work/map" | diff "$work/map.want" -
+t qemu-img map --output=json -f raw "$url/map1" | tee "$work/qmap"
+jq -r '.[] | "\(.start) \(.length) \(.data) \(.zero)"' "$work/qmap" >"$work/qmap.got"
+printf '%s\n' '0 4194304 true false' '4194304 37748736 false true' '41943040 4194304 true false' '46137344 20971520 false true' | diff - "$work/qmap.got"
+# nbdcopy skips the holes it is told of and still copies every byte, out
+# and into a new volume (whose holes stay holes).
+t nbdcopy "$url/map1" "$work/map1.back"
+cmp "$work/map1.img" "$work/map1.back"
+q create map2 --size 64MiB
+t nbdcopy --flush "$url/map1" "$url/map2"
+t qemu-img compare -f raw -F raw "$work/map1.img" "$url/map2"
+t nbdinfo --map "$url/map2" | awk '$4 == "data" {print $1, $2}' | diff <(printf '%s\n' '0 4194304' '41943040 4194304') -
 
 say "nbdcopy round trip of a 1 GiB volume of random data"
 # About 35-45 s on 2 cores at a load of 10-14 (docs/benchmarks.md); bounded at 5 min.

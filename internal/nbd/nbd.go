@@ -1,12 +1,15 @@
 // Package nbd serves block devices over the Network Block Device protocol
 // (layer 5): the fixed newstyle handshake with named exports
 // (NBD_OPT_EXPORT_NAME, NBD_OPT_INFO, NBD_OPT_GO, NBD_OPT_LIST,
-// NBD_OPT_ABORT), TLS (NBD_OPT_STARTTLS, optional or required) and the
-// simple replies of the transmission phase to READ, WRITE, FLUSH, TRIM,
-// WRITE_ZEROES and DISC, with the FUA flag; a device may announce
-// CAN_MULTI_CONN. Structured replies and metadata contexts are not
-// offered; a client that asks is told so, as the protocol says
-// (NetworkBlockDevice/nbd doc/proto.md).
+// NBD_OPT_ABORT), TLS (NBD_OPT_STARTTLS, optional or required),
+// structured replies (NBD_OPT_STRUCTURED_REPLY) and the metadata context
+// base:allocation (NBD_OPT_LIST_META_CONTEXT, NBD_OPT_SET_META_CONTEXT),
+// and in the transmission phase READ (in structured replies: data and hole
+// chunks, or one data chunk with the DF flag), WRITE, FLUSH, TRIM,
+// WRITE_ZEROES, BLOCK_STATUS and DISC, with the FUA flag; a device may
+// announce CAN_MULTI_CONN. Extended headers are not offered; a client that
+// asks is told so, as the protocol says (NetworkBlockDevice/nbd
+// doc/proto.md).
 //
 // It imports nothing of Quilt: a Device is anything sized that reads,
 // writes, flushes and zeroes (cmd/quilt serves internal/volume's volumes).
@@ -46,6 +49,18 @@ type Device interface {
 // every write completed on any of them before it.
 type MultiConn interface {
 	MultiConn() bool
+}
+
+// Mapper is a Device that can say which of its ranges are stored and
+// which are holes (never written, trimmed or zeroed: they read as zeros
+// without touching storage). It answers the base:allocation metadata
+// context (NBD_CMD_BLOCK_STATUS) and lets a structured READ send holes as
+// NBD_REPLY_TYPE_OFFSET_HOLE. A Device that is not one is reported as
+// stored throughout.
+type Mapper interface {
+	// Extents calls fn for consecutive runs covering [off, off+n), in
+	// order, each with its length and whether it is stored.
+	Extents(off, n int64, fn func(length int64, stored bool)) error
 }
 
 // Peer is the client a connection comes from, as Open and Exports see it.
@@ -101,10 +116,14 @@ const (
 	optStartTLS   = 5
 	optInfo       = 6
 	optGo         = 7
+	optStructured = 8
+	optListMeta   = 9
+	optSetMeta    = 10
 
 	repAck        = 1
 	repServer     = 2
 	repInfo       = 3
+	repMetaCtx    = 4
 	repErrUnsup   = 1<<31 + 1
 	repErrPolicy  = 1<<31 + 2
 	repErrInvalid = 1<<31 + 3
@@ -120,6 +139,7 @@ const (
 	tSendFUA      = 1 << 3
 	tSendTrim     = 1 << 5
 	tSendWriteZer = 1 << 6
+	tSendDF       = 1 << 7
 	tCanMultiConn = 1 << 8
 
 	cmdRead        = 0
@@ -128,7 +148,26 @@ const (
 	cmdFlush       = 3
 	cmdTrim        = 4
 	cmdWriteZeroes = 6
+	cmdBlockStatus = 7
 	cmdFlagFUA     = 1 << 0
+	cmdFlagDF      = 1 << 2
+	cmdFlagReqOne  = 1 << 3
+
+	structReplyMg = 0x668e33ef
+	replyFlagDone = 1 << 0
+	rtNone        = 0
+	rtOffsetData  = 1
+	rtOffsetHole  = 2
+	rtBlockStatus = 5
+	rtError       = 1<<15 + 1
+	rtErrorOffset = 1<<15 + 2
+
+	// The one metadata context served, and its id in this server's
+	// NBD_OPT_SET_META_CONTEXT replies and BLOCK_STATUS chunks.
+	metaAlloc   = "base:allocation"
+	metaAllocID = 1
+	stateHole   = 1 << 0
+	stateZero   = 1 << 1
 
 	ePerm   = 1
 	eIO     = 5
@@ -216,6 +255,11 @@ type conn struct {
 	w    *bufio.Writer
 	s    *Server
 	peer Peer
+	// sr: structured replies negotiated. alloc: base:allocation selected
+	// (NBD_OPT_SET_META_CONTEXT) for export allocFor.
+	sr       bool
+	alloc    bool
+	allocFor string
 }
 
 func (c *conn) u16(v uint16) { c.w.Write(binary.BigEndian.AppendUint16(nil, v)) }
@@ -307,6 +351,8 @@ func (s *Server) handle(nc net.Conn) error {
 				}
 				st := tc.ConnectionState()
 				c.c, c.r, c.w, c.peer.TLS = tc, bufio.NewReaderSize(tc, 64<<10), bufio.NewWriterSize(tc, 64<<10), &st
+				// What was negotiated in plaintext does not carry over.
+				c.sr, c.alloc = false, false
 			}
 			if err != nil {
 				return err
@@ -316,8 +362,9 @@ func (s *Server) handle(nc net.Conn) error {
 			if err != nil {
 				return fmt.Errorf("export %q: %w", data, err) // the protocol's only answer: hang up
 			}
+			c.alloc = c.alloc && c.allocFor == string(data)
 			c.u64(uint64(dev.Size()))
-			c.u16(transFlags(dev))
+			c.u16(c.transFlags(dev))
 			if !noZeroes {
 				c.w.Write(make([]byte, 124))
 			}
@@ -387,7 +434,7 @@ func (s *Server) handle(nc net.Conn) error {
 			}
 			d := binary.BigEndian.AppendUint16(nil, infoExport)
 			d = binary.BigEndian.AppendUint64(d, uint64(dev.Size()))
-			d = binary.BigEndian.AppendUint16(d, transFlags(dev))
+			d = binary.BigEndian.AppendUint16(d, c.transFlags(dev))
 			err = c.reply(opt, repInfo, d)
 			if err == nil {
 				d = binary.BigEndian.AppendUint16(nil, infoBlockSize)
@@ -406,10 +453,28 @@ func (s *Server) handle(nc net.Conn) error {
 				}
 				continue
 			}
+			// Contexts selected for another export do not apply.
+			c.alloc = c.alloc && c.allocFor == name
 			return c.transmit(dev)
+		case optStructured:
+			switch {
+			case n != 0:
+				err = c.replyErr(opt, repErrInvalid, "STRUCTURED_REPLY takes no data")
+			case c.sr:
+				err = c.replyErr(opt, repErrInvalid, "structured replies already negotiated")
+			default:
+				c.sr = true
+				err = c.reply(opt, repAck, nil)
+			}
+			if err != nil {
+				return err
+			}
+		case optListMeta, optSetMeta:
+			if err := c.metaContext(opt, data); err != nil {
+				return err
+			}
 		default:
-			// STRUCTURED_REPLY, metadata contexts, extended headers and
-			// anything newer.
+			// Extended headers and anything newer.
 			if err := c.replyErr(opt, repErrUnsup, "not supported"); err != nil {
 				return err
 			}
@@ -418,8 +483,79 @@ func (s *Server) handle(nc net.Conn) error {
 	return errors.New("too many options")
 }
 
-func transFlags(d Device) uint16 {
+// metaContext answers NBD_OPT_LIST_META_CONTEXT and
+// NBD_OPT_SET_META_CONTEXT: the export name, then the queries. Only
+// base:allocation is known ("base:" lists it too, as does a list with no
+// query); queries of other namespaces select nothing. A SET replaces what
+// an earlier one selected.
+func (c *conn) metaContext(opt uint32, data []byte) error {
+	name, queries, ok := parseMetaRequest(data)
+	switch {
+	case !ok:
+		return c.replyErr(opt, repErrInvalid, "malformed metadata context request")
+	case !c.sr:
+		return c.replyErr(opt, repErrInvalid, "metadata contexts need structured replies (NBD_OPT_STRUCTURED_REPLY) first")
+	}
+	sel := opt == optListMeta && len(queries) == 0
+	for _, q := range queries {
+		if q == metaAlloc || (opt == optListMeta && q == "base:") {
+			sel = true
+		}
+	}
+	if opt == optSetMeta {
+		c.alloc, c.allocFor = sel, name
+	}
+	if sel {
+		id := uint32(0) // reserved in LIST replies
+		if opt == optSetMeta {
+			id = metaAllocID
+		}
+		if err := c.reply(opt, repMetaCtx, append(binary.BigEndian.AppendUint32(nil, id), metaAlloc...)); err != nil {
+			return err
+		}
+	}
+	return c.reply(opt, repAck, nil)
+}
+
+// parseMetaRequest splits a metadata context option's data: a 32-bit
+// length and the export name, a 32-bit count of queries, and each query
+// as a 32-bit length and a string.
+func parseMetaRequest(d []byte) (name string, queries []string, ok bool) {
+	str := func() (string, bool) {
+		if len(d) < 4 {
+			return "", false
+		}
+		n := binary.BigEndian.Uint32(d)
+		if uint64(n) > uint64(len(d)-4) || n > 4096 {
+			return "", false
+		}
+		s := string(d[4 : 4+n])
+		d = d[4+n:]
+		return s, true
+	}
+	if name, ok = str(); !ok || len(d) < 4 {
+		return "", nil, false
+	}
+	cnt := binary.BigEndian.Uint32(d)
+	d = d[4:]
+	if uint64(cnt)*4 > uint64(len(d)) {
+		return "", nil, false
+	}
+	for range cnt {
+		q, ok := str()
+		if !ok {
+			return "", nil, false
+		}
+		queries = append(queries, q)
+	}
+	return name, queries, len(d) == 0
+}
+
+func (c *conn) transFlags(d Device) uint16 {
 	f := uint16(tHasFlags | tSendFlush | tSendFUA | tSendTrim | tSendWriteZer)
+	if c.sr {
+		f |= tSendDF
+	}
 	if d.ReadOnly() {
 		f |= tReadOnly
 	}
@@ -476,6 +612,20 @@ func (c *conn) transmit(dev Device) error {
 		var data []byte
 		switch typ {
 		case cmdRead:
+			if c.sr {
+				switch {
+				case n > MaxPayload:
+					err = c.chunkErr(cookie, eInval, "read longer than 32 MiB")
+				case !inRange:
+					err = c.chunkErr(cookie, eInval, "read past the end of the export")
+				default:
+					err = c.readChunks(ctx, dev, cookie, off, n, flags&cmdFlagDF != 0)
+				}
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			switch {
 			case n > MaxPayload:
 				errno = eInval
@@ -510,6 +660,25 @@ func (c *conn) transmit(dev Device) error {
 				c.s.log.Warn("nbd: flush", "err", err)
 				errno = eIO
 			}
+		case cmdBlockStatus:
+			msg := ""
+			switch {
+			case !c.alloc:
+				errno, msg = eInval, "no metadata context selected (NBD_OPT_SET_META_CONTEXT)"
+			case n == 0 || !inRange:
+				errno, msg = eInval, "block status range empty or past the end of the export"
+			default:
+				err = c.blockStatus(dev, cookie, off, n, flags&cmdFlagReqOne != 0)
+			}
+			if c.sr && errno != 0 {
+				err = c.chunkErr(cookie, errno, msg)
+			}
+			if err != nil {
+				return err
+			}
+			if c.sr {
+				continue
+			}
 		case cmdDisc:
 			return nil
 		default:
@@ -523,4 +692,138 @@ func (c *conn) transmit(dev Device) error {
 			return err
 		}
 	}
+}
+
+// chunk sends a structured reply chunk's header; its payload follows.
+func (c *conn) chunk(cookie uint64, flags, typ uint16, n int) {
+	c.u32(structReplyMg)
+	c.u16(flags)
+	c.u16(typ)
+	c.u64(cookie)
+	c.u32(uint32(n))
+}
+
+// chunkErr ends a structured reply with an NBD_REPLY_TYPE_ERROR chunk.
+func (c *conn) chunkErr(cookie uint64, errno uint32, msg string) error {
+	c.chunk(cookie, replyFlagDone, rtError, 6+len(msg))
+	c.u32(errno)
+	c.u16(uint16(len(msg)))
+	c.w.WriteString(msg)
+	return c.w.Flush()
+}
+
+// run is a range of a request and whether it is stored.
+type run struct {
+	off, n int64
+	stored bool
+}
+
+// extents maps [off, off+n) of dev into runs, adjacent runs of one kind
+// merged; a device that is no Mapper is stored throughout.
+func extents(dev Device, off, n int64) ([]run, error) {
+	m, ok := dev.(Mapper)
+	if !ok {
+		return []run{{off, n, true}}, nil
+	}
+	var rs []run
+	pos := off
+	err := m.Extents(off, n, func(l int64, stored bool) {
+		l = min(l, off+n-pos)
+		if l <= 0 {
+			return
+		}
+		if k := len(rs) - 1; k >= 0 && rs[k].stored == stored {
+			rs[k].n += l
+		} else {
+			rs = append(rs, run{pos, l, stored})
+		}
+		pos += l
+	})
+	if err != nil {
+		return nil, err
+	}
+	if pos < off+n { // a short map: the rest counts as stored
+		if k := len(rs) - 1; k >= 0 && rs[k].stored {
+			rs[k].n += off + n - pos
+		} else {
+			rs = append(rs, run{pos, off + n - pos, true})
+		}
+	}
+	return rs, nil
+}
+
+// readChunks answers a READ in structured reply chunks: one
+// NBD_REPLY_TYPE_OFFSET_DATA per stored run and one
+// NBD_REPLY_TYPE_OFFSET_HOLE per hole, or with df (NBD_CMD_FLAG_DF) the
+// whole range in one data chunk; a failed read ends the reply with
+// NBD_REPLY_TYPE_ERROR_OFFSET at the run's offset.
+func (c *conn) readChunks(ctx context.Context, dev Device, cookie, off uint64, n uint32, df bool) error {
+	if n == 0 {
+		c.chunk(cookie, replyFlagDone, rtNone, 0)
+		return c.w.Flush()
+	}
+	rs := []run{{int64(off), int64(n), true}}
+	if !df {
+		var err error
+		if rs, err = extents(dev, int64(off), int64(n)); err != nil {
+			c.s.log.Warn("nbd: read map", "off", off, "len", n, "err", err)
+			rs = []run{{int64(off), int64(n), true}}
+		}
+	}
+	for i, r := range rs {
+		fl := uint16(0)
+		if i == len(rs)-1 {
+			fl = replyFlagDone
+		}
+		if !r.stored {
+			c.chunk(cookie, fl, rtOffsetHole, 12)
+			c.u64(uint64(r.off))
+			c.u32(uint32(r.n))
+			continue
+		}
+		data := make([]byte, r.n)
+		if err := dev.ReadAt(ctx, data, r.off); err != nil {
+			c.s.log.Warn("nbd: read", "off", r.off, "len", r.n, "err", err)
+			msg := "read failed"
+			c.chunk(cookie, replyFlagDone, rtErrorOffset, 14+len(msg))
+			c.u32(eIO)
+			c.u16(uint16(len(msg)))
+			c.w.WriteString(msg)
+			c.u64(uint64(r.off))
+			return c.w.Flush()
+		}
+		c.chunk(cookie, fl, rtOffsetData, 8+len(data))
+		c.u64(uint64(r.off))
+		c.w.Write(data)
+	}
+	return c.w.Flush()
+}
+
+// blockStatus answers BLOCK_STATUS for base:allocation: one
+// NBD_REPLY_TYPE_BLOCK_STATUS chunk of extents, holes flagged
+// NBD_STATE_HOLE|NBD_STATE_ZERO, stored ones 0; with reqOne
+// (NBD_CMD_FLAG_REQ_ONE) only the first.
+func (c *conn) blockStatus(dev Device, cookie, off uint64, n uint32, reqOne bool) error {
+	rs, err := extents(dev, int64(off), int64(n))
+	if err != nil {
+		c.s.log.Warn("nbd: block status", "off", off, "len", n, "err", err)
+		if c.sr {
+			return c.chunkErr(cookie, eIO, "block status failed")
+		}
+		return nil
+	}
+	if reqOne {
+		rs = rs[:1]
+	}
+	c.chunk(cookie, replyFlagDone, rtBlockStatus, 4+8*len(rs))
+	c.u32(metaAllocID)
+	for _, r := range rs {
+		c.u32(uint32(r.n))
+		st := uint32(0)
+		if !r.stored {
+			st = stateHole | stateZero
+		}
+		c.u32(st)
+	}
+	return c.w.Flush()
 }

@@ -26,7 +26,33 @@ type memDev struct {
 	b       []byte
 	ro      bool
 	flushes int
-	multi   bool // served as a MultiConn device
+	multi   bool  // served as a MultiConn device
+	mapped  bool  // served as a Mapper: 4 KiB blocks of zeros are holes
+	bad     int64 // ReadAt of a range holding this offset fails (0: none)
+}
+
+// mapDev is a memDev that is a Mapper.
+type mapDev struct{ *memDev }
+
+// Extents reports each 4 KiB block holding a nonzero byte as stored.
+func (d mapDev) Extents(off, n int64, fn func(int64, bool)) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for end := off + n; off < end; {
+		k := min(end, (off/4096+1)*4096) - off
+		fn(k, !allZero(d.b[off:off+k]))
+		off += k
+	}
+	return nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // multiDev is a memDev that announces CAN_MULTI_CONN.
@@ -39,6 +65,9 @@ func (d *memDev) ReadOnly() bool { return d.ro }
 func (d *memDev) ReadAt(_ context.Context, p []byte, off int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.bad > 0 && off <= d.bad && d.bad < off+int64(len(p)) {
+		return errors.New("injected read failure")
+	}
 	copy(p, d.b[off:])
 	return nil
 }
@@ -92,6 +121,9 @@ func serveWith(t *testing.T, devs map[string]*memDev, cfg Config) string {
 			if d, ok := devs[name]; ok {
 				if d.multi {
 					return multiDev{d}, nil
+				}
+				if d.mapped {
+					return mapDev{d}, nil
 				}
 				return d, nil
 			}

@@ -558,6 +558,27 @@ func (v *Volume) check(off, n int64) error {
 	return nil
 }
 
+// Extents calls fn for consecutive runs covering [off, off+n), in order,
+// each with its length and whether it is stored: an extent on the grid or
+// with writes in the journal. The others (never written, or trimmed or
+// zeroed whole) are holes and read as zeros without the grid. A run is at
+// most an extent long; it is what NBD block status reports.
+func (v *Volume) Extents(off, n int64, fn func(length int64, stored bool)) error {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if err := v.check(off, n); err != nil {
+		return err
+	}
+	for end := off + n; off < end; {
+		idx := off / ExtentSize
+		k := min(end, (idx+1)*ExtentSize) - off
+		_, stored := v.cur[idx]
+		fn(k, stored || v.dirty[idx] != nil)
+		off += k
+	}
+	return nil
+}
+
 // ReadAt fills p from offset off.
 func (v *Volume) ReadAt(ctx context.Context, p []byte, off int64) error {
 	v.mu.RLock()

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -510,5 +512,79 @@ func TestVolumeConcurrentHandles(t *testing.T) {
 	}
 	if !bytes.Equal(got, versions[len(versions)-1]) {
 		t.Fatal("a flush through one handle did not make the other's writes durable")
+	}
+}
+
+// extents lists v's runs over [off, off+n) as "S<len>" (stored) and
+// "H<len>" (hole), in MiB.
+func extents(t *testing.T, v *volume.Volume, off, n int64) string {
+	t.Helper()
+	var s []string
+	err := v.Extents(off, n, func(l int64, stored bool) {
+		k := "H"
+		if stored {
+			k = "S"
+		}
+		s = append(s, fmt.Sprintf("%s%g", k, float64(l)/mib))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(s, " ")
+}
+
+// TestVolumeExtents: Extents reports extents with writes in the journal
+// and extents stored on the grid as stored, never-written and whole-zeroed
+// ones as holes, clipped to the range asked; a clone reports its parent's;
+// a range past the end and a closed handle are errors.
+func TestVolumeExtents(t *testing.T) {
+	e := newEnv(t)
+	m := e.manager(t, 0)
+	ctx := ctxT(t)
+	if err := m.Create(ctx, "x", 18*mib); err != nil {
+		t.Fatal(err)
+	}
+	v := open(t, m, "x")
+	model := make([]byte, 18*mib)
+	if got := extents(t, v, 0, 18*mib); got != "H4 H4 H4 H4 H2" {
+		t.Fatalf("new volume: %s", got)
+	}
+	write(t, v, model, 5*mib, random(mib, 9)) // extent 1, in the journal
+	if got := extents(t, v, 0, 18*mib); got != "H4 S4 H4 H4 H2" {
+		t.Fatalf("after a write: %s", got)
+	}
+	if err := v.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	write(t, v, model, 16*mib+5, []byte("tail")) // extent 4, in the journal
+	if got := extents(t, v, 2*mib, 15*mib); got != "H2 S4 H4 H4 S1" {
+		t.Fatalf("after a flush and another write: %s", got)
+	}
+	if err := v.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Clone(ctx, "x", "y", false); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, m, "y")
+	if got := extents(t, c, 0, 18*mib); got != "H4 S4 H4 H4 S2" {
+		t.Fatalf("clone: %s", got)
+	}
+	c.Close()
+	if err := v.Zero(ctx, 4*mib, 4*mib, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Zero(ctx, 16*mib, mib, false); err != nil { // part of an extent: written zeros, stored
+		t.Fatal(err)
+	}
+	if got := extents(t, v, 0, 18*mib); got != "H4 H4 H4 H4 S2" {
+		t.Fatalf("after zeroing: %s", got)
+	}
+	if err := v.Extents(17*mib, 2*mib, func(int64, bool) {}); !errors.Is(err, volume.ErrRange) {
+		t.Fatalf("range past the end: %v", err)
+	}
+	v.Close()
+	if err := v.Extents(0, mib, func(int64, bool) {}); err == nil {
+		t.Fatal("Extents of a closed handle succeeded")
 	}
 }
