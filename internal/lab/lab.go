@@ -84,6 +84,10 @@ type Env struct {
 	// webdav on a local disk, the reference); nil means webdav, s3 and
 	// rclone.
 	Doors []string
+	// CaseTime, if not 0, is how long each of parallel-transfers' Np
+	// cases runs instead of its variant's (20 s quick, 60 s full); the
+	// test of the whole experiment shortens it.
+	CaseTime time.Duration
 }
 
 func (e *Env) logf(format string, args ...any) {

@@ -95,6 +95,9 @@ func planParallel(env *Env) (parallelPlan, error) {
 	if env.Quick {
 		p.caseTime, p.timeout = 20*time.Second, 2*time.Minute
 	}
+	if env.CaseTime > 0 {
+		p.caseTime = env.CaseTime
+	}
 	doors := env.Doors
 	if len(doors) == 0 {
 		doors = defaultDoors
