@@ -195,8 +195,16 @@ func TestVersionsAtAnotherGateway(t *testing.T) {
 	if v3.VersionID == "" {
 		t.Fatal("other gateway's write to a versioned bucket is the null version")
 	}
-	l, err := gw1.ListVersions(ctx, "vshared", "", "", "", "", 10)
-	if err != nil || len(l.Versions) != 3 || l.Versions[0].VersionID != v3.VersionID || !l.Versions[0].IsLatest || l.Versions[2].VersionID != v1.VersionID {
-		t.Fatalf("versions at the first gateway: %+v %v", l, err)
+	// The first gateway sees the other's write once it has pulled the
+	// bucket (its periodic sync, about a second).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		l, err := gw1.ListVersions(ctx, "vshared", "", "", "", "", 10)
+		if err == nil && len(l.Versions) == 3 && l.Versions[0].VersionID == v3.VersionID && l.Versions[0].IsLatest && l.Versions[2].VersionID == v1.VersionID {
+			break
+		}
+		if err != nil || len(l.Versions) > 3 || time.Now().After(deadline) {
+			t.Fatalf("versions at the first gateway: %+v %v", l, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

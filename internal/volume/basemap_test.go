@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/volume"
@@ -387,8 +388,18 @@ func TestVolumeBaseMapStoreFailsCommitsNothing(t *testing.T) {
 	}
 	e.g.Restart(2)
 	e.g.WaitAlive(4)
-	if err := v.Flush(ctx); err != nil {
-		t.Fatal(err)
+	// The client's view of which nodes are alive may lag the node's
+	// return by a couple of seconds: the retry may fail until it catches
+	// up, and must then commit.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := v.Flush(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if in := v.Info(); in.Base == old.Base || in.Gen != old.Gen+1 || len(in.Overlay) != 0 || in.Stored() != 1 {
 		t.Fatalf("retried commit: %+v", in)
