@@ -43,23 +43,26 @@ run: build
 ## through the browser, WebDAV, awscli and quilt cp (every-door.sh), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
+# TIMED runs a client script and says how long it took (CI's budget).
+TIMED = bash -c 's=$$(date +%s); "$$@"; rc=$$?; echo "== $$1: $$(( $$(date +%s) - s )) s"; exit $$rc' --
+
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/ ./internal/object/
-	$(GO) test -count=1 -race -short -timeout 10m ./internal/dag/ ./internal/namespace/ ./internal/nsclient/ ./internal/tree/... ./internal/linkemu/ ./internal/lab/...
+	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/
+	$(GO) test -count=1 -race -short -timeout 10m ./internal/object/ ./internal/dag/ ./internal/namespace/ ./internal/nsclient/ ./internal/tree/... ./internal/linkemu/ ./internal/lab/...
 	for t in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
-	./test/s3-clients.sh
-	./test/swift-clients.sh
-	./test/swift-regions.sh
-	./test/sftp-clients.sh
-	./test/webdav-clients.sh
-	./test/owncloud-clients.sh
-	./test/cp-clients.sh
-	./test/webapp-browser/run.sh
-	./test/every-door.sh
-	./test/mount-clients.sh
-	./test/volume-clients.sh
+	$(TIMED) ./test/s3-clients.sh
+	$(TIMED) ./test/swift-clients.sh
+	$(TIMED) ./test/swift-regions.sh
+	$(TIMED) ./test/sftp-clients.sh
+	$(TIMED) ./test/webdav-clients.sh
+	$(TIMED) ./test/owncloud-clients.sh
+	$(TIMED) ./test/cp-clients.sh
+	$(TIMED) ./test/webapp-browser/run.sh
+	$(TIMED) ./test/every-door.sh
+	$(TIMED) ./test/mount-clients.sh
+	$(TIMED) ./test/volume-clients.sh
 
 ## bench: codec micro-benchmarks (one core), then quilt bench on a fresh grid
 bench: build

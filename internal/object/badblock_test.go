@@ -31,6 +31,7 @@ func (s delayStore) Open(ctx context.Context, key sharestore.Key) (sharestore.Sh
 // segments (dropping it whole, the reader would run out of shares at
 // the eighth).
 func TestGridBadBlocksInManyShares(t *testing.T) {
+	skipInRaceRun(t)
 	disks := make([]*sharestore.Disk, 10)
 	delays := make([]atomic.Int64, 10)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10, Wrap: func(i int, s sharestore.Store) sharestore.Store {

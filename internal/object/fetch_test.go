@@ -208,6 +208,7 @@ func (g *nodesAsked) GetShare(ctx context.Context, node string, key sharestore.K
 // is not asked for anything. A quick read that always takes the data
 // shares reads from it, and the test fails.
 func TestQuickReadAvoidsSlowNode(t *testing.T) {
+	skipInRaceRun(t)
 	ln := linkemu.New(1)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
 	const slow = 9

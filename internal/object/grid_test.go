@@ -68,6 +68,7 @@ func problemNodes(ps []object.Problem) map[string]bool {
 // A 50 MiB object round-trips on 10 nodes, ranges read exactly the bytes
 // asked, and survives 7 of 10 nodes stopped.
 func TestGridRoundTripAndSevenDown(t *testing.T) {
+	skipInRaceRun(t)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10})
 	c := g.Objects(object.Options{})
 	const size = 50 << 20
@@ -153,6 +154,7 @@ func TestGridLyingNode(t *testing.T) {
 // link) holds up a read only for a couple of segments: the reader moves
 // that share's stream to a spare holder and reads from the fastest k.
 func TestGridReadLeavesSlowNode(t *testing.T) {
+	skipInRaceRun(t)
 	rates := make([]*atomic.Int64, 10)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10, Wrap: func(i int, s sharestore.Store) sharestore.Store {
 		rates[i] = new(atomic.Int64)
@@ -210,6 +212,7 @@ func (g *gatedReader) Read(p []byte) (int, error) {
 // A node killed mid-upload never serves a half-written share: the upload
 // completes on the others, and the node, restarted, holds nothing of it.
 func TestGridNodeKilledMidUpload(t *testing.T) {
+	skipInRaceRun(t)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10})
 	c := g.Objects(object.Options{})
 	const size = 20 << 20
@@ -333,6 +336,7 @@ func TestGridUploadFailsBelowHappiness(t *testing.T) {
 
 // A full node is skipped; an upload that cannot be placed says why.
 func TestGridFullNodeAndUnhappy(t *testing.T) {
+	skipInRaceRun(t)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10, Capacity: func(i int) int64 {
 		if i == 3 {
 			return 1 << 20 // too small for a share of 20 MiB
@@ -429,6 +433,7 @@ func TestGridPutWrongSize(t *testing.T) {
 // for byte the share's tail, so a read checks it without a second round
 // trip; without asking, none is sent.
 func TestListTrailers(t *testing.T) {
+	skipInRaceRun(t)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10})
 	c := g.Objects(object.Options{})
 	rc, rep := put(t, c, 4, 3<<20+17, codec.DefaultParams(), 7)

@@ -86,6 +86,7 @@ func TestQuickRead(t *testing.T) {
 // node lies, the read goes the usual way: it succeeds, and reports the
 // liar.
 func TestQuickReadFallsBack(t *testing.T) {
+	skipInRaceRun(t)
 	for _, blocksOnly := range []bool{false, true} {
 		g := testgrid.New(t, testgrid.Options{Nodes: 10, Wrap: func(i int, s sharestore.Store) sharestore.Store {
 			if i == 0 {
@@ -137,6 +138,7 @@ func TestQuickReadFallsBack(t *testing.T) {
 // rebuilt). Counted, not measured from the heap: the grid's nodes run in
 // this process, and their gossip allocates with time, not with bytes.
 func TestReadReusesBlocks(t *testing.T) {
+	skipInRaceRun(t)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10})
 	c, _ := countingClient(g)
 	const size = 48 << 20
