@@ -323,7 +323,7 @@ func (l *List) record(n *memberlist.Node, gone bool) {
 
 type events struct{ l *List }
 
-func (e events) NotifyJoin(n *memberlist.Node)   { e.l.record(n, false) }
+func (e events) NotifyJoin(n *memberlist.Node) { e.l.record(n, false) }
 func (e events) NotifyLeave(n *memberlist.Node) {
 	e.l.record(n, true)
 	e.l.vivaldi.ForgetNode(n.Name)
