@@ -110,7 +110,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 	// alone, where a reader's quick read looks for its data shares.
 	var plan placement.Plan
 	if c.opt.AckAtHappy && size > int64(p.SegmentSize) {
-		plan, err = placement.PlaceBy(si[:], placementNodes(nodes), p.N, happy, shareSize, c.links.eta(shareSize))
+		plan, err = placement.PlaceBy(si[:], placementNodes(nodes), p.N, happy, shareSize, c.links.eta(nodes, shareSize))
 	} else {
 		plan, err = placement.Place(si[:], placementNodes(nodes), p.N, happy, shareSize)
 	}
