@@ -52,6 +52,7 @@ type Node struct {
 	ID   string
 	Zone string
 	Free int64
+	Used int64 // bytes stored (0: not known); see placement.PlaceBy
 	// Coord is the node's network coordinate as the grid's gossip
 	// reports it (nil: not known). A client estimates its round trip to
 	// a node it has not measured from it (see Client.Links).

@@ -467,7 +467,7 @@ func (c *Client) deleteShares(ctx context.Context, si sharefile.SI, rep *PutRepo
 func placementNodes(nodes []Node) []placement.Node {
 	out := make([]placement.Node, len(nodes))
 	for i, n := range nodes {
-		out[i] = placement.Node{ID: n.ID, Zone: n.Zone, Free: n.Free}
+		out[i] = placement.Node{ID: n.ID, Zone: n.Zone, Free: n.Free, Used: n.Used}
 	}
 	return out
 }
