@@ -240,3 +240,58 @@ func TestPutPlacesByMeasuredLinks(t *testing.T) {
 		t.Errorf("slow nodes got %d shares of 4 objects, want 3 each", slowUsed)
 	}
 }
+
+// The grid's network coordinates reach an object client: the nodes
+// report them with the member list, a put records them, and the round
+// trips a read measures place the client among them, so it predicts
+// its round trip to every node, also to those it never read from.
+func TestClientPredictsRoundTripsFromCoordinates(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 6})
+	ng := object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		nodes, err := ng.Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		with := 0
+		for _, nd := range nodes {
+			if nd.Coord != nil {
+				with++
+			}
+		}
+		if len(nodes) == 6 && with == 6 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of %d nodes report a network coordinate", with, len(nodes))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	c := g.Objects(object.Options{AckAtHappy: true})
+	defer c.Close()
+	p := codec.Params{K: 2, N: 4, SegmentSize: 16 << 10}
+	rc, _ := put(t, c, 1, 64<<10, p, 3)
+	mustGet(t, c, rc, 1)
+	// A second put records coordinates again (the first may have come
+	// before the read's round trips); then every node has a prediction.
+	put(t, c, 2, 64<<10, p, 3)
+	links := c.Links()
+	for _, nd := range g.Nodes {
+		id := string(nd.ID())
+		if d := c.PredictedRTT(id); d <= 0 || d > 10*time.Second {
+			t.Errorf("node %.8s: predicted round trip %v (measured %v)", id, d, links[id].RTT)
+		}
+	}
+	measured := 0
+	for _, e := range links {
+		if e.RTT > 0 {
+			measured++
+		}
+	}
+	if measured < 2 {
+		t.Fatalf("the read measured round trips to %d nodes: %v", measured, links)
+	}
+}
