@@ -10,11 +10,11 @@ import (
 // links keeps a running estimate of the client's link to each node: the
 // throughput of the shares it uploaded there (bytes over the time from
 // the share's start to the node's answer, less the time the share's
-// connection waited for the upload to queue more: see newSink), of the blocks it
-// read from there, and the round trip of its share lists. Reads start
-// from these estimates (see fetcher). Put places the first happy shares of an object of
-// several segments on the nodes that should take them soonest
-// (placement.PlaceBy).
+// connection waited for the upload to queue more: see newSink), of the
+// blocks it read from there, and the round trip of its share lists.
+// Reads start from these estimates (see fetcher). Put places the first
+// happy shares of an object of several segments on the nodes that
+// should take them soonest (placement.PlaceBy).
 //
 // For a node it has no round trip of its own to, the client predicts one
 // from network coordinates: the grid's gossip gives every node a Vivaldi
