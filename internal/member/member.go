@@ -7,6 +7,13 @@
 // with a key derived from the grid secret, so only holders of the secret
 // take part. A List keeps every member it has heard of with its state,
 // alive, suspect, dead or left, so operators can see nodes that went away.
+//
+// Every member also keeps a network coordinate (Vivaldi, hashicorp/serf's
+// coordinate package, as Serf and Consul do): each answer to one of
+// memberlist's probes carries the prober's target's coordinate, and the
+// probe's round trip moves the prober's own. The distance between two
+// members' coordinates estimates the round trip between them, also for
+// pairs that never exchanged a packet. Members reports them.
 package member
 
 import (
@@ -23,6 +30,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/quilt-grid/quilt/internal/clock"
 )
 
@@ -58,6 +66,11 @@ type Member struct {
 	Gossip string    `json:"gossip"` // host:port of its gossip endpoint
 	State  string    `json:"state"`
 	Since  time.Time `json:"since"` // when the state last changed
+	// Coord is the member's network coordinate as last heard (its own,
+	// for the member reporting); nil until one of its probes' answers
+	// carried one. Coord.DistanceTo estimates the round trip between two
+	// members.
+	Coord *coordinate.Coordinate `json:"coord,omitempty"`
 }
 
 // Config configures a List.
@@ -109,6 +122,8 @@ type List struct {
 	mu      sync.Mutex
 	members map[string]*Member
 	acked   map[string]time.Time // last answer to one of our probes
+	vivaldi *coordinate.Client   // our own coordinate
+	coords  map[string]*coordinate.Coordinate
 	leaving bool
 	msgs    Messages
 }
@@ -144,8 +159,13 @@ func Start(cfg Config) (*List, error) {
 	mc.SecretKey = cfg.Key
 	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	mc.Logger = log.New(logWriter{cfg.Logger}, "", 0)
+	viv, err := coordinate.NewClient(coordinate.DefaultConfig())
+	if err != nil {
+		return nil, fmt.Errorf("member: network coordinates: %w", err)
+	}
 	l := &List{meta: cfg.Meta, log: cfg.Logger, members: map[string]*Member{}, acked: map[string]time.Time{},
-		suspect: cfg.SuspectAfter, clock: clock.Or(cfg.Clock), msgs: cfg.Messages}
+		suspect: cfg.SuspectAfter, clock: clock.Or(cfg.Clock), msgs: cfg.Messages,
+		vivaldi: viv, coords: map[string]*coordinate.Coordinate{}}
 	mc.Delegate = delegate{l}
 	mc.Events = events{l}
 	mc.Ping = pings{l}
@@ -242,6 +262,11 @@ func (l *List) Members() []Member {
 				c.State = Suspect
 			}
 		}
+		if name == self {
+			c.Coord = l.vivaldi.GetCoordinate()
+		} else if co := l.coords[name]; co != nil {
+			c.Coord = co.Clone()
+		}
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -298,17 +323,50 @@ func (l *List) record(n *memberlist.Node, gone bool) {
 
 type events struct{ l *List }
 
-func (e events) NotifyJoin(n *memberlist.Node)   { e.l.record(n, false) }
-func (e events) NotifyLeave(n *memberlist.Node)  { e.l.record(n, true) }
+func (e events) NotifyJoin(n *memberlist.Node) { e.l.record(n, false) }
+func (e events) NotifyLeave(n *memberlist.Node) {
+	e.l.record(n, true)
+	e.l.vivaldi.ForgetNode(n.Name)
+}
 func (e events) NotifyUpdate(n *memberlist.Node) { e.l.record(n, false) }
 
-// pings records answers to our probes, for suspicion.
+// Coordinate returns this member's own network coordinate.
+func (l *List) Coordinate() *coordinate.Coordinate { return l.vivaldi.GetCoordinate() }
+
+// pings records answers to our probes, for suspicion, and moves our
+// network coordinate by their round trips; the answers carry the
+// answering member's coordinate (AckPayload).
 type pings struct{ l *List }
 
-func (p pings) AckPayload() []byte { return nil }
+// AckPayload is our coordinate, JSON-encoded (about 200 bytes).
+func (p pings) AckPayload() []byte {
+	b, err := json.Marshal(p.l.vivaldi.GetCoordinate())
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 func (p pings) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, payload []byte) {
 	p.l.mu.Lock()
 	p.l.acked[other.Name] = p.l.clock.Now()
+	p.l.mu.Unlock()
+	if len(payload) == 0 {
+		return // a member without coordinates
+	}
+	var co coordinate.Coordinate
+	if err := json.Unmarshal(payload, &co); err != nil {
+		p.l.log.Debug("bad coordinate in probe answer", "from", other.Name, "err", err)
+		return
+	}
+	// Update refuses a coordinate of other dimensions, one not finite,
+	// and round trips of 10 s or more.
+	if _, err := p.l.vivaldi.Update(other.Name, &co, rtt); err != nil {
+		p.l.log.Debug("coordinate not used", "from", other.Name, "rtt", rtt, "err", err)
+		return
+	}
+	p.l.mu.Lock()
+	p.l.coords[other.Name] = &co
 	p.l.mu.Unlock()
 }
 

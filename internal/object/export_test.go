@@ -1,5 +1,7 @@
 package object
 
+import "time"
+
 // BufsMade is how many buffers the process's free lists have made so far.
 func BufsMade() int64 { return bufsMade.Load() }
 
@@ -31,3 +33,7 @@ func DuplicateFreeBuffers() int {
 	}
 	return dups
 }
+
+// PredictedRTT is the round trip to node the client predicts from
+// network coordinates (0: it cannot yet).
+func (c *Client) PredictedRTT(node string) time.Duration { return c.links.predictedRTT(node) }

@@ -3,18 +3,34 @@ package object
 import (
 	"sync"
 	"time"
+
+	"github.com/hashicorp/serf/coordinate"
 )
 
 // links keeps a running estimate of the client's link to each node: the
 // throughput of the shares it uploaded there (bytes over the time from
-// the share's first byte queued to the node's answer), of the blocks it
-// read from there, and the round trip of its share lists. Reads start
-// from these estimates (see fetcher). Put places the first happy shares of an object of
-// several segments on the nodes that should take them soonest
-// (placement.PlaceBy).
+// the share's start to the node's answer, less the time the share's
+// connection waited for the upload to queue more: see newSink), of the
+// blocks it read from there, and the round trip of its share lists.
+// Reads start from these estimates (see fetcher). Put places the first
+// happy shares of an object of several segments on the nodes that
+// should take them soonest (placement.PlaceBy).
+//
+// For a node it has no round trip of its own to, the client predicts one
+// from network coordinates: the grid's gossip gives every node a Vivaldi
+// coordinate (member.Member.Coord), and the client places itself in the
+// same space from the round trips it measures to nodes whose coordinate
+// it knows (hashicorp/serf's coordinate client, as a Serf member would
+// from its probes).
 type links struct {
 	mu sync.Mutex
 	m  map[string]*linkEst
+	// coords are the nodes' coordinates as the grid last reported them.
+	coords map[string]*coordinate.Coordinate
+	// self is the client's own coordinate, moved by each round trip
+	// measured to a node in coords; samples counts them.
+	self    *coordinate.Client
+	samples int
 }
 
 // linkEst is one node's estimate.
@@ -22,7 +38,13 @@ type linkEst struct {
 	up   float64       // bytes per second to the node, 0: not measured
 	down float64       // bytes per second from it (blocks read), 0: not measured
 	rtt  time.Duration // 0: not measured
+	fed  bool          // rtt has moved self (see links.place)
 }
+
+// minSamples is how many round trips the client must have measured to
+// nodes with coordinates before it trusts its own coordinate to predict
+// others.
+const minSamples = 3
 
 // ewma weighs a new measurement against the running estimate.
 const ewma = 0.3
@@ -103,25 +125,108 @@ func (l *links) roundTrip(node string, d time.Duration) {
 	} else {
 		e.rtt = time.Duration((1-ewma)*float64(e.rtt) + ewma*float64(d))
 	}
+	if co := l.coords[node]; co != nil {
+		l.place(node, co, d)
+		e.fed = true
+	}
+}
+
+// place moves the client's own coordinate by a round trip d measured to
+// node, whose coordinate is co. Called with mu held.
+func (l *links) place(node string, co *coordinate.Coordinate, d time.Duration) {
+	if l.self == nil {
+		c, err := coordinate.NewClient(coordinate.DefaultConfig())
+		if err != nil {
+			return
+		}
+		l.self = c
+	}
+	// Update refuses a coordinate of other dimensions or not finite, and
+	// a round trip of 10 s or more: such a sample teaches nothing.
+	if _, err := l.self.Update(node, co, d); err == nil {
+		l.samples++
+	}
+}
+
+// observe records the coordinates the grid reports of its nodes, and
+// places the client by the round trips it measured to nodes whose
+// coordinate it did not know then.
+func (l *links) observe(nodes []Node) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, nd := range nodes {
+		if nd.Coord == nil || !nd.Coord.IsValid() {
+			continue
+		}
+		if l.coords == nil {
+			l.coords = map[string]*coordinate.Coordinate{}
+		}
+		l.coords[nd.ID] = nd.Coord
+		if e := l.m[nd.ID]; e != nil && e.rtt > 0 && !e.fed {
+			l.place(nd.ID, nd.Coord, e.rtt)
+			e.fed = true
+		}
+	}
+}
+
+// rttLocked is the round trip to node: measured, else predicted from
+// coordinates once the client has placed itself, else 0 (not known).
+func (l *links) rttLocked(node string) time.Duration {
+	if e := l.m[node]; e != nil && e.rtt > 0 {
+		return e.rtt
+	}
+	if co := l.coords[node]; co != nil && l.self != nil && l.samples >= minSamples {
+		return l.self.DistanceTo(co)
+	}
+	return 0
 }
 
 // eta returns a function estimating the seconds a share of size bytes
-// takes to reach a node: 0 for a node never uploaded to (so it is tried,
-// and measured).
-func (l *links) eta(size int64) func(string) float64 {
+// takes to reach each of nodes (whose coordinates it records first):
+// the round trip (measured or predicted) plus size over the throughput
+// measured. A node never uploaded to is taken to be as fast as the
+// fastest measured, so it is tried, and measured, early; only its round
+// trip, if known, sets it apart (a node known to be far away comes after
+// near ones). With nothing known, 0.
+func (l *links) eta(nodes []Node, size int64) func(string) float64 {
+	l.observe(nodes)
 	l.mu.Lock()
-	snap := make(map[string]linkEst, len(l.m))
-	for id, e := range l.m {
-		snap[id] = *e
+	type est struct {
+		up  float64
+		rtt float64
+	}
+	snap := make(map[string]est, len(nodes))
+	best := 0.0
+	for _, nd := range nodes {
+		var up float64
+		if e := l.m[nd.ID]; e != nil {
+			up = e.up
+		}
+		best = max(best, up)
+		snap[nd.ID] = est{up, l.rttLocked(nd.ID).Seconds()}
 	}
 	l.mu.Unlock()
 	return func(id string) float64 {
-		e, ok := snap[id]
-		if !ok || e.up == 0 {
-			return 0
+		e := snap[id]
+		switch {
+		case e.up > 0:
+			return e.rtt + float64(size)/e.up
+		case best > 0 && e.rtt > 0:
+			return e.rtt + float64(size)/best
 		}
-		return e.rtt.Seconds() + float64(size)/e.up
+		return 0
 	}
+}
+
+// predictedRTT is the round trip to node the client predicts from
+// network coordinates (0: it cannot yet).
+func (l *links) predictedRTT(node string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if co := l.coords[node]; co != nil && l.self != nil && l.samples >= minSamples {
+		return l.self.DistanceTo(co)
+	}
+	return 0
 }
 
 // LinkEstimate is the client's running estimate of its link to a node.
@@ -129,16 +234,24 @@ type LinkEstimate struct {
 	Up   float64       // bytes per second of shares uploaded; 0: not measured
 	Down float64       // bytes per second of blocks read; 0: not measured
 	RTT  time.Duration // round trip of its share lists; 0: not measured
+	// Predicted is the round trip predicted from network coordinates
+	// (the node's, and the client's own placed by the round trips it
+	// measured); 0 until the client knows both.
+	Predicted time.Duration
 }
 
 // Links returns the client's running estimates of its links to the
 // nodes it has measured.
 func (c *Client) Links() map[string]LinkEstimate {
+	out := map[string]LinkEstimate{}
 	c.links.mu.Lock()
-	defer c.links.mu.Unlock()
-	out := make(map[string]LinkEstimate, len(c.links.m))
 	for id, e := range c.links.m {
 		out[id] = LinkEstimate{Up: e.up, Down: e.down, RTT: e.rtt}
+	}
+	c.links.mu.Unlock()
+	for id, e := range out {
+		e.Predicted = c.links.predictedRTT(id)
+		out[id] = e
 	}
 	return out
 }

@@ -36,7 +36,7 @@ func (g NodeGrid) Nodes(ctx context.Context) ([]Node, error) {
 	var out []Node
 	for _, m := range ms {
 		if m.State == member.Alive || m.State == member.Suspect {
-			out = append(out, Node{ID: m.ID, Zone: m.Zone, Free: m.Free})
+			out = append(out, Node{ID: m.ID, Zone: m.Zone, Free: m.Free, Used: m.Used, Coord: m.Coord})
 		}
 	}
 	return out, nil

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/quilt-grid/quilt/internal/clock"
 	"github.com/quilt-grid/quilt/internal/sharefile"
 	"github.com/quilt-grid/quilt/internal/sharestore"
@@ -51,6 +52,11 @@ type Node struct {
 	ID   string
 	Zone string
 	Free int64
+	Used int64 // bytes stored (0: not known); see placement.PlaceBy
+	// Coord is the node's network coordinate as the grid's gossip
+	// reports it (nil: not known). A client estimates its round trip to
+	// a node it has not measured from it (see Client.Links).
+	Coord *coordinate.Coordinate
 }
 
 // Grid is what the object layer needs of the storage nodes. Node is the

@@ -110,7 +110,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 	// alone, where a reader's quick read looks for its data shares.
 	var plan placement.Plan
 	if c.opt.AckAtHappy && size > int64(p.SegmentSize) {
-		plan, err = placement.PlaceBy(si[:], placementNodes(nodes), p.N, happy, shareSize, c.links.eta(shareSize))
+		plan, err = placement.PlaceBy(si[:], placementNodes(nodes), p.N, happy, shareSize, c.links.eta(nodes, shareSize))
 	} else {
 		plan, err = placement.Place(si[:], placementNodes(nodes), p.N, happy, shareSize)
 	}
@@ -467,7 +467,7 @@ func (c *Client) deleteShares(ctx context.Context, si sharefile.SI, rep *PutRepo
 func placementNodes(nodes []Node) []placement.Node {
 	out := make([]placement.Node, len(nodes))
 	for i, n := range nodes {
-		out[i] = placement.Node{ID: n.ID, Zone: n.Zone, Free: n.Free}
+		out[i] = placement.Node{ID: n.ID, Zone: n.Zone, Free: n.Free, Used: n.Used}
 	}
 	return out
 }

@@ -45,6 +45,9 @@ type sink struct {
 	wdone  chan struct{} // closed when every queued piece is released
 	moved  chan struct{} // see newSink
 	sent   atomic.Int64  // bytes written to the connection
+	// starved is how long (ns) the connection waited for the upload to
+	// queue its next piece: time the link was not what held the share.
+	starved atomic.Int64
 }
 
 // signal tells whoever paces the upload that this share moved on.
@@ -83,10 +86,15 @@ func (c *Client) newSink(ctx context.Context, share int, node string, key shares
 			err = ctx.Err()
 		}
 		// A share's throughput, also of one cut off for lagging: what
-		// reached the node in the time it had. A small share's time is
-		// mostly round trips, not throughput: not counted.
+		// reached the node in the time its connection had something to
+		// send, until the node's answer. The time the share waited for
+		// the upload (reading and encoding the input, or held back with
+		// the rest at the pace of the happy-th fastest node) says
+		// nothing of this link and is left out, else a fast node paced
+		// by a slow one measures as slow. A small share's time is mostly
+		// round trips, not throughput: not counted.
 		if s.sent.Load() >= minMeasured {
-			c.links.upload(node, s.sent.Load(), time.Since(start))
+			c.links.upload(node, s.sent.Load(), time.Since(start)-time.Duration(s.starved.Load()))
 		}
 		if err != nil {
 			s.fail(err)
@@ -119,25 +127,35 @@ type shareBody struct {
 // next returns the next piece to send: io.EOF after the last one, an
 // error if the share failed or the body was closed.
 func (b *shareBody) next() (item, error) {
+	var it item
+	var ok bool
 	select {
-	case it, ok := <-b.s.q:
-		b.s.signal()
-		if !ok {
-			// finish closes the queue; abort marks the share failed
-			// before that, so a cut-off upload never ends cleanly.
-			if b.s.failed.Load() {
-				return item{}, errOr(b.s.reason(), errAborted)
-			}
-			return item{}, io.EOF
+	case it, ok = <-b.s.q:
+	default:
+		// Nothing queued: the connection waits for the upload, not the
+		// other way round (see sink.starved).
+		t0 := time.Now()
+		select {
+		case it, ok = <-b.s.q:
+		case <-b.closed:
+			return item{}, errAborted
 		}
+		b.s.starved.Add(int64(time.Since(t0)))
+	}
+	b.s.signal()
+	if !ok {
+		// finish closes the queue; abort marks the share failed
+		// before that, so a cut-off upload never ends cleanly.
 		if b.s.failed.Load() {
-			it.free()
 			return item{}, errOr(b.s.reason(), errAborted)
 		}
-		return it, nil
-	case <-b.closed:
-		return item{}, errAborted
+		return item{}, io.EOF
 	}
+	if b.s.failed.Load() {
+		it.free()
+		return item{}, errOr(b.s.reason(), errAborted)
+	}
+	return it, nil
 }
 
 // WriteTo writes the share's pieces to w as they are queued, until the

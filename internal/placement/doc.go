@@ -33,7 +33,9 @@
 // [PlaceBy] does the same with estimates of how soon each node takes a
 // share: the happy soonest go first (zone spread still first), the rest
 // in rank order, so slow nodes keep receiving the shares an upload
-// completes after its acknowledgement.
+// completes after its acknowledgement; a node short of room (by the
+// part of it free, [Node.Used]) loses its preference, so the grid fills
+// as a whole.
 //
 // Repair places replacement shares only on nodes that do not hold one:
 //

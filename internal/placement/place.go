@@ -59,6 +59,16 @@ func Place(si []byte, nodes []Node, n, happy int, shareSize int64) (Plan, error)
 // happy to the rest in rendezvous order, weighted by free space: slow
 // nodes keep receiving shares (the ones an upload acknowledged at
 // happiness completes in the background), and capacity still counts.
+//
+// A node short of room, whose free part of its room (Free/(Free+Used))
+// is below 3/4 (shortOfRoom) of the mean of the nodes with room, is not
+// preferred for its speed and comes last (in Rank order among such
+// nodes), so it is the one left out when there are more nodes than
+// shares. Fast nodes would otherwise fill up long before slow ones and,
+// once fewer than happy nodes had room, leave the slow ones' space
+// unusable for ever; this way fast nodes keep their preference while
+// they have room to spare, and the grid fills as a whole. Nodes of
+// different sizes compare by the part of their room free, not by bytes.
 func PlaceBy(si []byte, nodes []Node, n, happy int, shareSize int64, eta func(id string) float64) (Plan, error) {
 	if n < 1 || happy < 1 || happy > n || shareSize < 0 {
 		return Plan{}, fmt.Errorf("%w: n=%d happy=%d shareSize=%d: need 1 <= happy <= n and shareSize >= 0",
@@ -83,13 +93,19 @@ func PlaceBy(si []byte, nodes []Node, n, happy int, shareSize int64, eta func(id
 	// nodes of about the same speed keep rendezvous order, so that a
 	// uniform network is placed as by Place.
 	fastest := math.Inf(1)
+	var free float64 // mean part of their room the candidates have free
 	for _, c := range cs {
 		if c.eta > 0 {
 			fastest = min(fastest, c.eta)
 		}
+		free += freePart(ranked[c.i]) / float64(len(cs))
 	}
+	short := func(nd Node) bool { return freePart(nd) < shortOfRoom*free }
 	for i := range cs {
-		if cs[i].eta > 0 {
+		switch {
+		case short(ranked[cs[i].i]):
+			cs[i].eta = math.Inf(1) // short of room: no preference
+		case cs[i].eta > 0:
 			cs[i].eta = math.Floor(math.Log2(cs[i].eta / fastest))
 		}
 	}
@@ -102,12 +118,37 @@ func PlaceBy(si []byte, nodes []Node, n, happy int, shareSize int64, eta func(id
 	for _, c := range cs[:min(happy, len(cs))] {
 		ordered = append(ordered, ranked[c.i])
 	}
+	var last []Node
 	for i, nd := range ranked {
-		if !first[i] {
+		switch {
+		case first[i]:
+		case short(nd):
+			last = append(last, nd)
+		default:
 			ordered = append(ordered, nd)
 		}
 	}
-	return assign(ordered, n, happy, shareSize)
+	return assign(append(ordered, last...), n, happy, shareSize)
+}
+
+// shortOfRoom is the fraction of the candidates' mean free part of
+// their room below which PlaceBy gives a node no preference for its
+// speed. A node preferred gets a share of every object, and must later
+// be left out of enough objects to end as full as the others: with 7
+// fast nodes, 6 slow ones and 10 shares an object, the fast ones must
+// lose their preference by the time they have about 0.57 of the slow
+// ones' free space, which 3/4 of the mean is; at 1/2 of it, they filled
+// up with the slow ones still a quarter empty
+// (TestPlaceByFairOverManyUploads).
+const shortOfRoom = 0.75
+
+// freePart is the part of a node's room that is free: 1 for a node that
+// stores nothing (or does not say).
+func freePart(nd Node) float64 {
+	if nd.Used <= 0 {
+		return 1
+	}
+	return float64(max(nd.Free, 0)) / float64(max(nd.Free, 0)+nd.Used)
 }
 
 // assign places n shares over nodes taken in the order given (see Place).

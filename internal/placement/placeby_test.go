@@ -111,3 +111,117 @@ func TestPlaceByEqualIsPlace(t *testing.T) {
 		t.Fatal("happy > n accepted")
 	}
 }
+
+// fill places objects of 10 shares (happiness 7) on nodes, taking each
+// share's room from its node, until placement fails; it returns how many
+// shares each node got and, per object, the plan.
+func fill(t *testing.T, nodes []Node, eta func(string) float64, maxObjects int) (map[string]int, [][]string) {
+	t.Helper()
+	nodes = slices.Clone(nodes)
+	r := newRand()
+	got := map[string]int{}
+	var plans [][]string
+	for range maxObjects {
+		plan, err := PlaceBy(randSI(r), nodes, 10, 7, MiB, eta)
+		if err != nil {
+			break
+		}
+		plans = append(plans, plan.Nodes)
+		for _, id := range plan.Nodes {
+			got[id]++
+			for i := range nodes {
+				if nodes[i].ID == id {
+					nodes[i].Free -= MiB
+					nodes[i].Used += MiB
+				}
+			}
+		}
+	}
+	return got, plans
+}
+
+// Over many uploads on 7 fast and 6 slow nodes of equal room, slow nodes
+// receive shares from the start, the first 7 shares go to the fast
+// nodes while they have room to spare, and the grid fills: the fast
+// nodes are not filled up first (which would leave the 6 slow nodes,
+// too few for happiness 7, a quarter empty for ever), but lose their
+// preference once they have less than half the average free space.
+func TestPlaceByFairOverManyUploads(t *testing.T) {
+	const room = 400 // shares per node
+	nodes := equalNodes(13, room*MiB)
+	slow := func(id string) bool { return id < "n06" }
+	eta := func(id string) float64 {
+		if slow(id) {
+			return 50
+		}
+		return 1
+	}
+	got, plans := fill(t, nodes, eta, 13*room)
+	early := map[string]int{}
+	for o, plan := range plans[:100] {
+		for sh, id := range plan {
+			early[id]++
+			if sh < 7 && slow(id) {
+				t.Fatalf("object %d (of the first 100): share %d on slow node %s: %v", o, sh, id, plan)
+			}
+		}
+	}
+	for _, nd := range nodes {
+		if slow(nd.ID) && early[nd.ID] == 0 {
+			t.Errorf("slow node %s got no share of the first 100 objects", nd.ID)
+		}
+	}
+	total := 0
+	for _, nd := range nodes {
+		total += got[nd.ID]
+		if got[nd.ID] < room*9/10 {
+			t.Errorf("node %s (slow %v) ended %d%% full", nd.ID, slow(nd.ID), 100*got[nd.ID]/room)
+		}
+	}
+	if total < 13*room*95/100 {
+		t.Errorf("the grid took %d shares of %d before placement failed", total, 13*room)
+	}
+}
+
+// Capacity weighting holds among the nodes that are not preferred for
+// speed: of the slow nodes, those with 4 times the room get at least
+// twice the shares; and fast nodes with a quarter of the big ones' room
+// keep their preference.
+func TestPlaceBySlowNodesWeightedByRoom(t *testing.T) {
+	nodes := equalNodes(13, 2000*MiB)
+	slow := func(id string) bool { return id < "n06" }
+	big := func(id string) bool { return id < "n03" }
+	for i := range nodes {
+		if big(nodes[i].ID) {
+			nodes[i].Free *= 4
+		}
+	}
+	eta := func(id string) float64 {
+		if slow(id) {
+			return 50
+		}
+		return 1
+	}
+	got, plans := fill(t, nodes, eta, 300)
+	// Nodes of less room are still preferred for speed while the part
+	// of it they have free is not short.
+	for o, plan := range plans[:100] {
+		for sh, id := range plan[:7] {
+			if slow(id) {
+				t.Fatalf("object %d: share %d on slow node %s: %v", o, sh, id, plan)
+			}
+		}
+	}
+	bigN, smallN := 0, 0
+	for _, nd := range nodes {
+		switch {
+		case big(nd.ID):
+			bigN += got[nd.ID]
+		case slow(nd.ID):
+			smallN += got[nd.ID]
+		}
+	}
+	if smallN == 0 || bigN < 2*smallN {
+		t.Fatalf("slow nodes with 4x the room got %d shares, the others %d: want at least twice", bigN, smallN)
+	}
+}

@@ -13,6 +13,10 @@ type Node struct {
 	ID   string // node ID (stable, unique)
 	Zone string // failure domain; "" is a zone of its own named ""
 	Free int64  // free bytes; the weight of the node in rendezvous hashing
+	// Used is the bytes the node stores (0: not known, or empty). Only
+	// PlaceBy looks at it: Free/(Free+Used) is the part of the node's
+	// room still free.
+	Used int64
 }
 
 // hashDomain separates placement hashes from every other use of SHA-256 in

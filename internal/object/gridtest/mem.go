@@ -88,7 +88,8 @@ func (m *Mem) Nodes(ctx context.Context) ([]object.Node, error) {
 	var out []object.Node
 	for _, id := range m.ids {
 		if !m.down[id] {
-			out = append(out, object.Node{ID: id, Zone: m.zones[id], Free: m.stores[id].Usage().Free})
+			u := m.stores[id].Usage()
+			out = append(out, object.Node{ID: id, Zone: m.zones[id], Free: u.Free, Used: u.Used})
 		}
 	}
 	return out, nil

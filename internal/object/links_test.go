@@ -1,0 +1,113 @@
+package object
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/coordinate"
+	"github.com/quilt-grid/quilt/internal/placement"
+)
+
+// coordAt is a network coordinate d seconds from the origin.
+func coordAt(d float64) *coordinate.Coordinate {
+	c := coordinate.NewCoordinate(coordinate.DefaultConfig())
+	c.Vec[0] = d
+	return c
+}
+
+// A client that measured round trips to a few nodes with coordinates
+// predicts its round trip to the others from theirs: a node 100 ms away
+// that it never measured comes after near ones in placement, though an
+// unmeasured node without a coordinate still counts as fast.
+func TestLinksPredictRoundTripsFromCoordinates(t *testing.T) {
+	origin := coordinate.NewCoordinate(coordinate.DefaultConfig())
+	var nodes []Node
+	for i, d := range []float64{0.001, 0.002, 0.001, 0.003} {
+		nodes = append(nodes, Node{ID: string(rune('a' + i)), Free: 1 << 30, Coord: coordAt(d)})
+	}
+	nodes = append(nodes,
+		Node{ID: "far", Free: 1 << 30, Coord: coordAt(0.1)},
+		Node{ID: "near", Free: 1 << 30, Coord: coordAt(0.002)},
+		Node{ID: "nocoord", Free: 1 << 30},
+		Node{ID: "bad", Free: 1 << 30, Coord: coordAt(math.NaN())})
+	c := &Client{}
+	l := &c.links
+	// Nothing known: every node counts as fastest.
+	eta := l.eta(nodes, 100_000)
+	for _, nd := range nodes {
+		if e := eta(nd.ID); e != 0 {
+			t.Fatalf("nothing measured, yet eta(%s) = %v", nd.ID, e)
+		}
+	}
+	// A round trip measured before the node's coordinate was known
+	// places the client once it is (observe).
+	var l2 links
+	l2.roundTrip("a", origin.DistanceTo(nodes[0].Coord))
+	if l2.samples != 0 {
+		t.Fatal("a round trip to a node of unknown coordinate placed the client")
+	}
+	l2.observe(nodes)
+	if l2.samples != 1 {
+		t.Fatalf("observe placed the client by %d round trips, want 1", l2.samples)
+	}
+	// The client sits at the origin: round trips to a..d as their
+	// coordinates say.
+	for range 30 {
+		for _, nd := range nodes[:4] {
+			l.roundTrip(nd.ID, origin.DistanceTo(nd.Coord))
+		}
+		l.observe(nodes)
+	}
+	l.upload("a", 1<<20, time.Second) // 1 MB/s
+	far, near := l.predictedRTT("far"), l.predictedRTT("near")
+	if far < 50*time.Millisecond || far > 200*time.Millisecond || near > 20*time.Millisecond {
+		t.Fatalf("predicted round trips: far %v (want about 100 ms), near %v (want a few ms)", far, near)
+	}
+	if p := l.predictedRTT("bad"); p != 0 {
+		t.Errorf("a node whose coordinate is not finite: predicted %v", p)
+	}
+	eta = l.eta(nodes, 100_000)
+	if ef, en := eta("far"), eta("near"); ef < 1.5*en || en <= 0 {
+		t.Fatalf("eta far %v, near %v: the far node should take longer", ef, en)
+	}
+	if e := eta("nocoord"); e != 0 {
+		t.Errorf("an unmeasured node without a coordinate: eta %v, want 0 (tried early)", e)
+	}
+	// Placement of 5 shares with happiness 4 over these nodes never puts
+	// the far node among the first 4.
+	si := make([]byte, 16)
+	for i := range 200 {
+		si[0], si[1] = byte(i), byte(i>>8)
+		plan, err := placement.PlaceBy(si, placementNodes(nodes), 5, 4, 1<<20, eta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sh, id := range plan.Nodes[:4] {
+			if id == "far" {
+				t.Fatalf("share %d of the first 4 on the far node: %v", sh, plan.Nodes)
+			}
+		}
+	}
+	// The estimates show the prediction.
+	if got := c.Links()["a"]; got.Up == 0 || got.RTT == 0 || got.Predicted == 0 {
+		t.Errorf("Links()[a] = %+v, want measured and predicted", got)
+	}
+}
+
+// A coordinate of other dimensions does not move the client's own.
+func TestLinksRefuseIncompatibleCoordinates(t *testing.T) {
+	odd := coordinate.NewCoordinate(coordinate.DefaultConfig())
+	odd.Vec = odd.Vec[:2]
+	var l links
+	l.observe([]Node{{ID: "x", Coord: odd}})
+	for range 5 {
+		l.roundTrip("x", 10*time.Millisecond)
+	}
+	if l.samples != 0 {
+		t.Fatalf("%d samples taken against a coordinate of other dimensions", l.samples)
+	}
+	if p := l.predictedRTT("x"); p != 0 {
+		t.Fatalf("predicted %v from an incompatible coordinate", p)
+	}
+}
