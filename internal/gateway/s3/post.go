@@ -283,9 +283,9 @@ func (s *sizeRange) Read(p []byte) (int, error) {
 // postSums computes and checks the file's checksums as it streams, as a
 // PUT's headers would: the form's x-amz-checksum-ALG fields are checked
 // (a mismatch is BadDigest and nothing is stored); an
-// x-amz-checksum-algorithm field without a value of its algorithm names
-// one to compute; with neither, CRC64NVME is computed. The checksums are
-// kept with the object and returned.
+// x-amz-checksum-algorithm field without a value names one to compute;
+// with neither, CRC64NVME is computed. The checksums are kept with the
+// object and returned.
 func postSums(fields map[string]string, file io.Reader) (*sumReader, error) {
 	h := http.Header{}
 	for name, v := range fields {
@@ -293,22 +293,13 @@ func postSums(fields map[string]string, file io.Reader) (*sumReader, error) {
 			h.Set(name, v)
 		}
 	}
-	alg := strings.ToLower(fields["x-amz-checksum-algorithm"])
-	if alg != "" {
-		if _, ok := gateway.NewChecksum(alg); !ok {
-			return nil, notImpl("Checksum algorithm " + fields["x-amz-checksum-algorithm"] + " is not implemented: the gateway checks " + knownChecksums + ".")
-		}
+	if alg := fields["x-amz-checksum-algorithm"]; alg != "" {
 		if len(h) > 0 && h.Get("x-amz-checksum-"+alg) == "" {
 			return nil, s3err("InvalidRequest", 400, "The x-amz-checksum-algorithm field names "+strings.ToUpper(alg)+" but the form carries the value of another checksum.")
 		}
+		h.Set("x-amz-checksum-algorithm", alg)
 	}
-	sr := newSums(h, file)
-	if alg != "" && len(h) == 0 {
-		hs, _ := gateway.NewChecksum(alg)
-		sr.checks = []headerCheck{{name: "x-amz-checksum-" + alg, h: hs}}
-		sr.implicit = false
-	}
-	return sr, nil
+	return newSums(h, file), nil
 }
 
 // postObject serves a POST Object.
