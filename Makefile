@@ -36,20 +36,24 @@ run: build
 ## in-process grid, real processes); the race detector on the core packages;
 ## every fuzz target for $(FUZZTIME) inputs (see docs/testing.md); then real
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
-## Chromium), Swift (swift CLI, swiftclient, swift-bench; two regions of
-## gateway processes, one pair behind haproxy) and SFTP (sftp,
+## Chromium; minio-go's and minio-py's functional tests, each result
+## checked against test/s3-minio-*.expected), Swift (swift CLI,
+## swiftclient, swift-bench; two regions of gateway processes, one pair
+## behind haproxy) and SFTP (sftp,
 ## scp, sshfs), WebDAV (litmus, cadaver, rclone), quilt cp (beside
 ## awscli and WebDAV), the web app (headless Chromium), the same file
 ## through the browser, WebDAV, awscli and quilt cp (every-door.sh), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
-test:
+test: build
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/ ./internal/object/
 	$(GO) test -count=1 -race -short -timeout 10m ./internal/dag/ ./internal/namespace/ ./internal/nsclient/ ./internal/tree/... ./internal/linkemu/ ./internal/lab/...
 	for t in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
 	./test/s3-clients.sh
+	QUILT_BIN=$(BIN) ./test/s3-minio-functional.sh
+	QUILT_BIN=$(BIN) ./test/s3-minio-py-functional.sh
 	./test/swift-clients.sh
 	./test/swift-regions.sh
 	./test/sftp-clients.sh
