@@ -36,8 +36,10 @@ run: build
 ## in-process grid, real processes); the race detector on the core packages;
 ## every fuzz target for $(FUZZTIME) inputs (see docs/testing.md); then real
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
-## Chromium), Swift (swift CLI, swiftclient, swift-bench; two regions of
-## gateway processes, one pair behind haproxy) and SFTP (sftp,
+## Chromium; minio-go's and minio-py's functional tests, each result
+## checked against test/s3-minio-*.expected), Swift (swift CLI,
+## swiftclient, swift-bench; two regions of gateway processes, one pair
+## behind haproxy) and SFTP (sftp,
 ## scp, sshfs), WebDAV (litmus, cadaver, rclone), quilt cp (beside
 ## awscli and WebDAV), the web app (headless Chromium), the same file
 ## through the browser, WebDAV, awscli and quilt cp (every-door.sh), the FUSE mount (cp, diff,
@@ -46,13 +48,19 @@ run: build
 # TIMED runs a client script and says how long it took (CI's budget).
 TIMED = bash -c 's=$$(date +%s); "$$@"; rc=$$?; echo "== $$1: $$(( $$(date +%s) - s )) s"; exit $$rc' --
 
-test:
+test: build
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/
 	$(GO) test -count=1 -race -short -timeout 10m ./internal/object/ ./internal/dag/ ./internal/namespace/ ./internal/nsclient/ ./internal/tree/... ./internal/linkemu/ ./internal/lab/...
 	for t in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
 	$(TIMED) ./test/s3-clients.sh
+	@# minio-go's and minio-py's functional tests side by side, each on a
+	@# grid of its own (they wait on the grid more than they use the CPU):
+	@# minio-py's output follows minio-go's.
+	s=$$(date +%s); out=$$(mktemp); QUILT_BIN=$(BIN) ./test/s3-minio-py-functional.sh >"$$out" 2>&1 & py=$$!; \
+	QUILT_BIN=$(BIN) ./test/s3-minio-functional.sh; go=$$?; wait $$py; pyrc=$$?; cat "$$out"; rm -f "$$out"; \
+	echo "== minio functional tests: $$(( $$(date +%s) - s )) s"; [ $$go = 0 ] && [ $$pyrc = 0 ]
 	$(TIMED) ./test/swift-clients.sh
 	$(TIMED) ./test/swift-regions.sh
 	$(TIMED) ./test/sftp-clients.sh

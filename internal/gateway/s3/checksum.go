@@ -31,7 +31,8 @@ const defaultChecksum = "crc64nvme"
 // or a value that does not decode, is returned by Read instead of io.EOF,
 // as BadDigest, so the object is not stored); those the x-amz-trailer
 // header names (sigv4 checks the trailer's values before the body's end);
-// or, if the request names none, CRC64NVME.
+// or that of an x-amz-checksum-algorithm header alone; or, if the request
+// names none, CRC64NVME.
 func newSums(h http.Header, body io.Reader) *sumReader {
 	cr := &sumReader{r: body}
 	seen := map[string]bool{}
@@ -55,6 +56,13 @@ func newSums(h http.Header, body io.Reader) *sumReader {
 				seen[ln] = true
 				cr.checks = append(cr.checks, headerCheck{name: ln, h: hs})
 			}
+		}
+	}
+	if alg := strings.ToLower(h.Get("x-amz-checksum-algorithm")); len(cr.checks) == 0 && alg != "" {
+		// An algorithm without a value (MinIO's clients send it so):
+		// computed, kept and returned.
+		if hs, ok := gateway.NewChecksum(alg); ok {
+			cr.checks = append(cr.checks, headerCheck{name: "x-amz-checksum-" + alg, h: hs})
 		}
 	}
 	if len(cr.checks) == 0 {

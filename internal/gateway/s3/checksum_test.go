@@ -103,6 +103,16 @@ func TestChecksums(t *testing.T) {
 	if resp.StatusCode != 206 || resp.Header.Get("x-amz-checksum-crc64nvme") != "" {
 		t.Fatalf("ranged get: %d %v", resp.StatusCode, resp.Header)
 	}
+	// x-amz-checksum-algorithm alone (minio-go's PutObject with trailing
+	// headers enabled sends it so) names the checksum to compute.
+	resp, _ = e.do(t, e.admin, "PUT", "/sums/named", body, "x-amz-checksum-algorithm", "CRC32")
+	if resp.StatusCode != 200 || resp.Header.Get("x-amz-checksum-crc32") != b64crc32(body) || resp.Header.Get("x-amz-checksum-crc64nvme") != "" {
+		t.Fatalf("put naming an algorithm: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, _ = e.do(t, e.admin, "HEAD", "/sums/named", nil, "x-amz-checksum-mode", "ENABLED")
+	if resp.Header.Get("x-amz-checksum-crc32") != b64crc32(body) {
+		t.Fatalf("head of a put naming an algorithm: %v", resp.Header)
+	}
 
 	// aws-chunked with an unsigned trailer: checked before the answer.
 	chunked := func(key, trailerValue string) (int, string) {

@@ -220,14 +220,7 @@ func (s *Server) preflight(q *request) {
 		q.fail(err)
 		return
 	}
-	var headers []string
-	for _, v := range r.Header.Values("Access-Control-Request-Headers") {
-		for h := range strings.SplitSeq(v, ",") {
-			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
-				headers = append(headers, h)
-			}
-		}
-	}
+	headers := requestHeaders(r)
 	rule, pattern := matchCORS(rules, origin, method, headers)
 	if rule == nil {
 		q.fail(s3err("AccessForbidden", 403, "CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec."))
@@ -242,8 +235,26 @@ func (s *Server) preflight(q *request) {
 	q.w.WriteHeader(200)
 }
 
+// requestHeaders is a preflight's Access-Control-Request-Headers, lower
+// case.
+func requestHeaders(r *http.Request) []string {
+	var headers []string
+	for _, v := range r.Header.Values("Access-Control-Request-Headers") {
+		for h := range strings.SplitSeq(v, ",") {
+			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+				headers = append(headers, h)
+			}
+		}
+	}
+	return headers
+}
+
 // corsActual sets the Access-Control-* headers of an actual request with
-// an Origin that a rule of its bucket allows (with its method).
+// an Origin that a rule of its bucket allows. The rule is matched by the
+// request's method or, when the request carries
+// Access-Control-Request-Method as a preflight does, by that header and
+// the Access-Control-Request-Headers, as S3 does (and then, as S3, the
+// answer has the preflight's Access-Control-Allow-Headers too).
 func (s *Server) corsActual(q *request) {
 	origin := q.r.Header.Get("Origin")
 	if origin == "" || q.bucket == "" {
@@ -253,7 +264,14 @@ func (s *Server) corsActual(q *request) {
 	if err != nil {
 		return
 	}
-	if rule, pattern := matchCORS(rules, origin, q.r.Method, nil); rule != nil {
+	method, headers := q.r.Method, []string(nil)
+	if m := q.r.Header.Get("Access-Control-Request-Method"); m != "" {
+		method, headers = m, requestHeaders(q.r)
+	}
+	if rule, pattern := matchCORS(rules, origin, method, headers); rule != nil {
 		setCORSHeaders(q.w.Header(), rule, pattern, origin)
+		if len(headers) > 0 {
+			q.w.Header().Set("Access-Control-Allow-Headers", strings.Join(headers, ", "))
+		}
 	}
 }

@@ -148,6 +148,24 @@ func TestCORS(t *testing.T) {
 	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Fatalf("actual DELETE, which no rule allows: %d %v", resp.StatusCode, resp.Header)
 	}
+	// An actual request that carries Access-Control-Request-Method (and
+	// -Headers) is matched by them, as S3 matches it, not by its method.
+	resp, _ = e.do(t, e.admin, "DELETE", "/web/nothing", nil, "Origin", "https://app.example",
+		"Access-Control-Request-Method", "PUT", "Access-Control-Request-Headers", "X-Custom")
+	if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		resp.Header.Get("Access-Control-Allow-Headers") != "x-custom" {
+		t.Fatalf("actual DELETE asking for PUT: %d %v", resp.StatusCode, resp.Header)
+	}
+	for _, h := range [][]string{
+		{"Origin", "https://evil.example", "Access-Control-Request-Method", "PUT"},                                             // GET allowed from anywhere, PUT not
+		{"Origin", "https://app.example", "Access-Control-Request-Method", "DELETE"},                                           // no rule allows DELETE
+		{"Origin", "https://app.example", "Access-Control-Request-Method", "PUT", "Access-Control-Request-Headers", "x-other"}, // nor this header
+	} {
+		resp, _ = e.do(t, e.admin, "GET", "/web/k", nil, h...)
+		if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Fatalf("actual GET with %v: %d %v", h, resp.StatusCode, resp.Header)
+		}
+	}
 
 	// A key granted read only may read the configuration, not change it.
 	k := e.key(t, false)

@@ -82,6 +82,11 @@ func readPostForm(r *http.Request) (*postForm, error) {
 			return nil, errMalformedPost
 		}
 		name := strings.ToLower(p.FormName())
+		if name == "" {
+			// A part without a form name (RFC 7578 requires one):
+			// neither a field nor the file.
+			return nil, errMalformedPost
+		}
 		if name == "file" {
 			f.file, f.filename = p, p.FileName()
 			return f, nil
@@ -113,7 +118,15 @@ type postPolicy struct {
 // postCond is one condition on a field: eq or starts-with.
 type postCond struct {
 	op, field, value string
-	text             string // as written, for the error message
+	text             string // for the error message, as S3 writes it
+}
+
+// condText is a condition as S3's error message writes it, whatever its
+// form in the policy: ["eq", "$key", "value"] (the field's name as the
+// policy spells it).
+func condText(op, field, value string) string {
+	q := strconv.Quote
+	return "[" + q(op) + ", " + q("$"+field) + ", " + q(value) + "]"
 }
 
 // parsePolicy decodes a base64 policy document.
@@ -143,7 +156,7 @@ func parsePolicy(b64 string) (*postPolicy, error) {
 				return nil, badPolicy("Invalid Simple-Condition: Simple-Conditions must have exactly one property specified.")
 			}
 			for k, v := range obj {
-				p.conds = append(p.conds, postCond{"eq", strings.ToLower(k), v, string(c)})
+				p.conds = append(p.conds, postCond{"eq", strings.ToLower(k), v, condText("eq", k, v)})
 			}
 			continue
 		}
@@ -159,7 +172,7 @@ func parsePolicy(b64 string) (*postPolicy, error) {
 			if !ok1 || !ok2 || !strings.HasPrefix(field, "$") {
 				return nil, badPolicy("Invalid Condition: " + string(c))
 			}
-			p.conds = append(p.conds, postCond{strings.ToLower(op), strings.ToLower(field[1:]), value, string(c)})
+			p.conds = append(p.conds, postCond{strings.ToLower(op), strings.ToLower(field[1:]), value, condText(strings.ToLower(op), field[1:], value)})
 		case "content-length-range":
 			lo, ok1 := policyInt(arr[1])
 			hi, ok2 := policyInt(arr[2])
@@ -267,6 +280,28 @@ func (s *sizeRange) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// postSums computes and checks the file's checksums as it streams, as a
+// PUT's headers would: the form's x-amz-checksum-ALG fields are checked
+// (a mismatch is BadDigest and nothing is stored); an
+// x-amz-checksum-algorithm field without a value names one to compute;
+// with neither, CRC64NVME is computed. The checksums are kept with the
+// object and returned.
+func postSums(fields map[string]string, file io.Reader) (*sumReader, error) {
+	h := http.Header{}
+	for name, v := range fields {
+		if _, ok := checksumOf(name); ok {
+			h.Set(name, v)
+		}
+	}
+	if alg := fields["x-amz-checksum-algorithm"]; alg != "" {
+		if len(h) > 0 && h.Get("x-amz-checksum-"+alg) == "" {
+			return nil, s3err("InvalidRequest", 400, "The x-amz-checksum-algorithm field names "+strings.ToUpper(alg)+" but the form carries the value of another checksum.")
+		}
+		h.Set("x-amz-checksum-algorithm", alg)
+	}
+	return newSums(h, file), nil
+}
+
 // postObject serves a POST Object.
 func (s *Server) postObject(q *request) {
 	q.op = "PostObject"
@@ -360,7 +395,11 @@ func (s *Server) postObject(q *request) {
 			return
 		}
 	}
-	sr := newSums(http.Header{}, &sizeRange{r: f.file, min: policy.minSize, max: policy.maxSize})
+	sr, err := postSums(fields, &sizeRange{r: f.file, min: policy.minSize, max: policy.maxSize})
+	if err != nil {
+		q.fail(err)
+		return
+	}
 	opt.Checksums = sr.Sums
 	q.dec = &bodyErrors{r: sr}
 	info, err := s.gw.Put(ctx, q.bucket, key, q.dec, -1, opt)
@@ -381,6 +420,7 @@ func (s *Server) postObject(q *request) {
 	w := q.w
 	w.Header().Set("ETag", etag)
 	w.Header().Set("Location", loc)
+	setChecksumHeaders(w.Header(), info.Checksums, info.ChecksumType)
 	redirect := fields["success_action_redirect"]
 	if redirect == "" {
 		redirect = fields["redirect"]

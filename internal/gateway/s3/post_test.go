@@ -3,8 +3,11 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"hash/crc32"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -30,6 +33,7 @@ type postForm struct {
 	noPolicy   bool
 	badSig     bool
 	noFile     bool
+	unnamed    bool     // the file part has an empty form name
 	unsignedOf []string // fields left out of the conditions
 }
 
@@ -70,7 +74,11 @@ func (f postForm) send(t *testing.T, url string) (*http.Response, string) {
 		mw.WriteField("X-Amz-Signature", sig)
 	}
 	if !f.noFile {
-		fw, _ := mw.CreateFormFile("file", f.filename)
+		name := "file"
+		if f.unnamed {
+			name = ""
+		}
+		fw, _ := mw.CreateFormFile(name, f.filename)
 		fw.Write(f.file)
 	}
 	for _, fv := range f.after {
@@ -174,8 +182,8 @@ func TestPostObject(t *testing.T) {
 		msg    string
 	}{
 		{"expired", func(f *postForm) { f.expires = time.Now().Add(-time.Minute) }, 403, "AccessDenied", "Policy expired"},
-		{"key outside the prefix", func(f *postForm) { f.fields[0][1] = "elsewhere/${filename}" }, 403, "AccessDenied", "Policy Condition failed"},
-		{"wrong bucket", func(f *postForm) { f.conds[0] = map[string]string{"bucket": "other"} }, 403, "AccessDenied", "Policy Condition failed"},
+		{"key outside the prefix", func(f *postForm) { f.fields[0][1] = "elsewhere/${filename}" }, 403, "AccessDenied", `Policy Condition failed: ["starts-with", "$key", "up/"]`},
+		{"wrong bucket", func(f *postForm) { f.conds[0] = map[string]string{"bucket": "other"} }, 403, "AccessDenied", `Policy Condition failed: ["eq", "$bucket", "other"]`},
 		{"field not in the policy", func(f *postForm) { f.unsignedOf = append(f.unsignedOf, "x-amz-meta-who") }, 403, "AccessDenied", "Extra input fields: x-amz-meta-who"},
 		{"content type", func(f *postForm) { f.conds = append(f.conds, []any{"starts-with", "$Content-Type", "image/"}) }, 403, "AccessDenied", "Policy Condition failed"},
 		{"bad signature", func(f *postForm) { f.badSig = true }, 403, "SignatureDoesNotMatch", ""},
@@ -185,6 +193,9 @@ func TestPostObject(t *testing.T) {
 		{"too small", func(f *postForm) { f.file = nil }, 400, "EntityTooSmall", ""},
 		{"no policy", func(f *postForm) { f.noPolicy = true }, 403, "AccessDenied", ""},
 		{"no file", func(f *postForm) { f.noFile = true }, 400, "InvalidArgument", "exactly one file"},
+		// A part without a form name (minio-go's functional tests send
+		// the file so) is not a field: the form is malformed.
+		{"file part without a name", func(f *postForm) { f.unnamed = true }, 400, "MalformedPOSTRequest", ""},
 		{"bad range", func(f *postForm) { f.conds[2] = []any{"content-length-range", 10, 1} }, 400, "InvalidPolicyDocument", ""},
 		{"unknown canned ACL", func(f *postForm) { f.fields = append(f.fields, [2]string{"acl", "public-sometimes"}) }, 400, "InvalidArgument", ""},
 		{"customer key", func(f *postForm) {
@@ -213,5 +224,84 @@ func TestPostObject(t *testing.T) {
 	f.k, f.filename = k, "reader.txt"
 	if resp, body := f.send(t, url); resp.StatusCode != 403 || !strings.Contains(body, "AccessDenied") || exists("up/reader.txt") {
 		t.Fatalf("reader: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestPostObjectChecksums checks a form's x-amz-checksum-* fields as a
+// PUT's headers: a matching one is kept and returned, a file that does
+// not match is BadDigest and not stored, a policy that names another
+// value refuses the form with S3's message, and x-amz-checksum-algorithm
+// alone names a checksum to compute.
+func TestPostObjectChecksums(t *testing.T) {
+	e := newEnv(t, 5)
+	ctx := context.Background()
+	c := e.client(e.admin)
+	if _, err := c.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("sums")}); err != nil {
+		t.Fatal(err)
+	}
+	url := e.srv.URL + "/sums"
+	file := []byte("a file with a checksum")
+	crc := func(b []byte) string {
+		return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))))
+	}
+	form := func(key string, fields ...[2]string) postForm {
+		return postForm{k: e.admin, expires: time.Now().Add(time.Hour),
+			conds:    []any{map[string]string{"bucket": "sums"}},
+			fields:   append([][2]string{{"key", key}}, fields...),
+			filename: "f.bin", file: file}
+	}
+	exists := func(key string) bool {
+		_, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("sums"), Key: aws.String(key)})
+		return err == nil
+	}
+
+	// As minio-go's PostPolicy.SetChecksum writes it.
+	resp, body := form("good", [2]string{"x-amz-checksum-algorithm", "CRC32C"}, [2]string{"x-amz-checksum-crc32c", crc(file)}).send(t, url)
+	if resp.StatusCode != 204 || resp.Header.Get("x-amz-checksum-crc32c") != crc(file) {
+		t.Fatalf("post with a checksum: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	h, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("sums"), Key: aws.String("good"), ChecksumMode: "ENABLED"})
+	if err != nil || aws.ToString(h.ChecksumCRC32C) != crc(file) {
+		t.Fatalf("head: %v %+v", err, h)
+	}
+
+	// The form signs a checksum the file does not have.
+	resp, body = form("bad", [2]string{"x-amz-checksum-crc32c", crc([]byte("other"))}).send(t, url)
+	if resp.StatusCode != 400 || !strings.Contains(body, "<Code>BadDigest</Code>") || exists("bad") {
+		t.Fatalf("post with a wrong checksum: %d %s (stored: %v)", resp.StatusCode, body, exists("bad"))
+	}
+	// A value that is not base64 never matches.
+	resp, body = form("garbled", [2]string{"x-amz-checksum-crc32c", "not base64!"}).send(t, url)
+	if resp.StatusCode != 400 || !strings.Contains(body, "<Code>BadDigest</Code>") || exists("garbled") {
+		t.Fatalf("post with a garbled checksum: %d %s", resp.StatusCode, body)
+	}
+
+	// The policy allows one checksum, the form carries another (minio-go's
+	// testPresignedPostPolicyWrongFile): refused by the policy, with the
+	// condition as S3 writes it, quotes and all, in the raw body.
+	f := form("wrongfile", [2]string{"x-amz-checksum-crc32c", crc(file)})
+	f.unsignedOf = []string{"x-amz-checksum-crc32c"}
+	f.conds = append(f.conds, []any{"eq", "$x-amz-checksum-crc32c", crc([]byte{1, 2, 3})})
+	resp, body = f.send(t, url)
+	want := `Policy Condition failed: ["eq", "$x-amz-checksum-crc32c", "` + crc([]byte{1, 2, 3}) + `"]`
+	if resp.StatusCode != 403 || !strings.Contains(body, "<Code>AccessDenied</Code>") || !strings.Contains(body, want) || exists("wrongfile") {
+		t.Fatalf("post against the policy's checksum: %d %s", resp.StatusCode, body)
+	}
+
+	// x-amz-checksum-algorithm alone: computed, kept and returned.
+	resp, body = form("computed", [2]string{"x-amz-checksum-algorithm", "SHA256"}).send(t, url)
+	sha := sha256.Sum256(file)
+	if resp.StatusCode != 204 || resp.Header.Get("x-amz-checksum-sha256") != base64.StdEncoding.EncodeToString(sha[:]) {
+		t.Fatalf("post naming an algorithm: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	// An algorithm, and the value of another.
+	resp, body = form("mixed", [2]string{"x-amz-checksum-algorithm", "SHA256"}, [2]string{"x-amz-checksum-crc32c", crc(file)}).send(t, url)
+	if resp.StatusCode != 400 || !strings.Contains(body, "<Code>InvalidRequest</Code>") || exists("mixed") {
+		t.Fatalf("post naming one algorithm with another's value: %d %s", resp.StatusCode, body)
+	}
+	// An algorithm the gateway does not compute.
+	resp, body = form("unknown", [2]string{"x-amz-checksum-algorithm", "CRC8"}).send(t, url)
+	if resp.StatusCode != 501 || exists("unknown") {
+		t.Fatalf("post naming an unknown algorithm: %d %s", resp.StatusCode, body)
 	}
 }

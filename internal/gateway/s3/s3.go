@@ -206,9 +206,22 @@ func mapErr(err error) *Error {
 type errorXML struct {
 	XMLName   xml.Name `xml:"Error"`
 	Code      string
-	Message   string
+	Message   xmlText
 	Resource  string
 	RequestID string `xml:"RequestId"`
+}
+
+// xmlText is character data with quotes left as they are, as S3 writes
+// its messages (a POST policy's failed condition, ["eq", "$key", "a"],
+// reads the same in the raw body); &, < and > are escaped.
+type xmlText struct {
+	Inner string `xml:",innerxml"`
+}
+
+func newXMLText(s string) xmlText {
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return xmlText{strings.NewReplacer("&#34;", `"`, "&#39;", "'").Replace(b.String())}
 }
 
 // request is one request being served.
@@ -259,7 +272,7 @@ func (q *request) fail(err error) {
 	}
 	q.w.WriteHeader(e.Status)
 	if q.r.Method != http.MethodHead {
-		xml.NewEncoder(q.w).Encode(errorXML{Code: e.Code, Message: e.Message, Resource: q.r.URL.Path, RequestID: q.id})
+		xml.NewEncoder(q.w).Encode(errorXML{Code: e.Code, Message: newXMLText(e.Message), Resource: q.r.URL.Path, RequestID: q.id})
 	}
 }
 
