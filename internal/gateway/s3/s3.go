@@ -432,11 +432,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The key the signature names is looked up once, for its secret and
 	// for its permissions.
+	// Signature V2 signs a virtual-hosted–style request's resource with
+	// the bucket from Host in front.
+	host, _ := virtualBucket(r.Host, s.opt.Domain)
 	v := sigv4.Verifier{Secret: func(id string) (string, bool) {
 		k, err := s.gw.Key(r.Context(), id)
 		q.key = k
 		return k.Secret, err == nil
-	}}
+	}, HostBucket: host}
 	res, err := v.Verify(r)
 	switch {
 	case errors.Is(err, sigv4.ErrAnonymous):
