@@ -133,9 +133,18 @@ func (v *Verifier) verifyV2(r *http.Request, path string, query []param) (*Resul
 	if v.HostBucket != "" {
 		resource = "/" + v.HostBucket + path
 	}
-	resources := []string{canonicalResourceV2(resource, query, nil)}
-	if v2HasDisputed(query) {
-		resources = append(resources, canonicalResourceV2(resource, query, v2Disputed))
+	paths := []string{resource}
+	if len(resource) > 1 && !strings.Contains(resource[1:], "/") {
+		// A bucket's path-style "/bucket": botocore signs "/bucket/",
+		// the resource of the virtual-hosted–style form.
+		paths = append(paths, resource+"/")
+	}
+	var resources []string
+	for _, p := range paths {
+		resources = append(resources, canonicalResourceV2(p, query, nil))
+		if v2HasDisputed(query) {
+			resources = append(resources, canonicalResourceV2(p, query, v2Disputed))
+		}
 	}
 	ok = false
 	for _, head := range v2Heads(r, a) {

@@ -234,8 +234,9 @@ func TestVerifyV2(t *testing.T) {
 }
 
 // TestVerifyV2Variants checks the forms of the StringToSign other signers
-// use: an empty Date line with x-amz-date (S3's rule, s3cmd), and the
-// subresources that minio-go or botocore leave unsigned.
+// use: an empty Date line with x-amz-date (S3's rule, s3cmd), the
+// subresources that minio-go or botocore leave unsigned, and botocore's
+// "/bucket/" for a path-style bucket request.
 func TestVerifyV2Variants(t *testing.T) {
 	now := time.Now().UTC()
 	amzDate := now.Format(http.TimeFormat)
@@ -256,6 +257,15 @@ func TestVerifyV2Variants(t *testing.T) {
 	// versionId is never optional.
 	r.Header.Set("Authorization", "AWS "+testKey+":"+sigv4.SignV2(testSecret, "GET\n\n\n\nx-amz-date:"+amzDate+"\n/b/k?object-lock"))
 	_, err := verifier(now, nil).Verify(r)
+	wantCode(t, err, "SignatureDoesNotMatch")
+	// A bucket's path-style resource, "/b", as botocore signs it: "/b/".
+	r = rawRequest(t, "PUT /b HTTP/1.1", "Host: 127.0.0.1", "Date: "+amzDate)
+	r.Header.Set("Authorization", "AWS "+testKey+":"+sigv4.SignV2(testSecret, "PUT\n\n\n"+amzDate+"\n/b/"))
+	if _, err := verifier(now, nil).Verify(r); err != nil {
+		t.Errorf("bucket resource with a slash: %v", err)
+	}
+	r.Header.Set("Authorization", "AWS "+testKey+":"+sigv4.SignV2(testSecret, "PUT\n\n\n"+amzDate+"\n/c/"))
+	_, err = verifier(now, nil).Verify(r)
 	wantCode(t, err, "SignatureDoesNotMatch")
 	// A bad x-amz-date is refused whatever the Date header says.
 	r = rawRequest(t, "GET /b/k HTTP/1.1", "Host: 127.0.0.1", "x-amz-date: yesterday", "Date: "+amzDate)
