@@ -208,6 +208,16 @@ func TestSignatureV2(t *testing.T) {
 		t.Fatalf("V2 POST outside the policy's length range: %d", resp.StatusCode)
 	}
 
+	// Content-MD5 is signed and checked against the body.
+	raw, _ = http.NewRequest("PUT", e.srv.URL+"/"+bk+"/md5", strings.NewReader("the body"))
+	raw.Header.Set("Content-Md5", "XUFAKrxLKna5cZ2REBfFkg==") // of "hello"
+	if resp, err = http.DefaultClient.Do(signer.SignV2(*raw, e.admin.ID, e.admin.Secret, false)); err != nil || resp.StatusCode != 400 || s3Code(t, resp) != "BadDigest" {
+		t.Fatalf("V2 PUT with a wrong Content-MD5: %v %v", err, resp)
+	}
+	if _, err := a.StatObject(ctx, bk, "md5", minio.StatObjectOptions{}); v2Code(err) != "NoSuchKey" {
+		t.Fatalf("StatObject after a BadDigest PUT: %v", err)
+	}
+
 	// A wrong secret, an unknown key.
 	if _, err := v2Client(t, e, e.admin.ID, "not the secret").StatObject(ctx, bk, "copy", minio.StatObjectOptions{}); err == nil {
 		t.Fatal("StatObject with a wrong secret succeeded")
