@@ -423,7 +423,9 @@ func (s *Server) postSignature(q *request, fields map[string]string) error {
 	}
 	q.key = k
 	if v2 {
+		q.sigAlg = sigAlg(2)
 		return sigv4.VerifyPostPolicyV2(k.Secret, fields["policy"], fields["signature"])
 	}
+	q.sigAlg = sigAlg(4)
 	return sigv4.VerifyPostPolicy(k.Secret, cred, fields["policy"], fields["x-amz-signature"])
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/minio/minio-go/v7/pkg/signer"
@@ -60,7 +62,8 @@ func s3Code(t *testing.T, resp *http.Response) string {
 // objects, multipart, copy, listing, presigned GET and PUT, a V2 POST
 // policy; and the failures (wrong secret, unknown key, expired or
 // changed presigned URL) and the authorization V4 requests get (another
-// key is refused, a bucket policy grants it).
+// key is refused, a bucket policy grants it, s3:signatureversion tells
+// V2 from V4).
 func TestSignatureV2(t *testing.T) {
 	e := newEnv(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -253,6 +256,29 @@ func TestSignatureV2(t *testing.T) {
 	if _, err := b2.PutObject(ctx, bk, "dir/new", strings.NewReader("x"), 1, minio.PutObjectOptions{}); v2Code(err) != "AccessDenied" {
 		t.Fatalf("another key's PutObject under a read policy: %v", err)
 	}
+
+	// s3:signatureversion tells V2 from V4: a Deny for V2 only.
+	if _, err := a.PutObject(ctx, bk, "dir/v4only", strings.NewReader("v4"), 2, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	policy = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["` + gateway.KeyIdentity(kb).ID +
+		`"]},"Action":"s3:GetObject","Resource":"arn:aws:s3:::` + bk + `/dir/*"},` +
+		`{"Effect":"Deny","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::` + bk + `/dir/v4only",` +
+		`"Condition":{"StringEquals":{"s3:signatureversion":"AWS"}}}]}`
+	if err := a.SetBucketPolicy(ctx, bk, policy); err != nil {
+		t.Fatalf("SetBucketPolicy: %v", err)
+	}
+	if _, err := get(b2, "dir/v4only"); v2Code(err) != "AccessDenied" {
+		t.Fatalf("V2 GetObject denied for V2: %v", err)
+	}
+	if got, err := get(b2, "dir/k 1+"); err != nil || got != body {
+		t.Fatalf("V2 GetObject of another key under the policy: %q %v", got, err)
+	}
+	out, err := e.client(kb).GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(bk), Key: aws.String("dir/v4only")})
+	if err != nil {
+		t.Fatalf("V4 GetObject denied for V2 only: %v", err)
+	}
+	out.Body.Close()
 
 	if err := a.RemoveObject(ctx, bk, "copy", minio.RemoveObjectOptions{}); err != nil {
 		t.Fatalf("RemoveObject: %v", err)
