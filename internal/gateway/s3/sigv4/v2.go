@@ -167,8 +167,9 @@ func (v *Verifier) verifyV2(r *http.Request, path string, query []param) (*Resul
 func parseV2(r *http.Request, query []param) (*v2Auth, error) {
 	_, qKey := lookup(query, "AWSAccessKeyId")
 	_, qSig := lookup(query, "Signature")
+	_, qAlg := lookup(query, "X-Amz-Algorithm")
 	header := strings.TrimSpace(r.Header.Get("Authorization"))
-	if header != "" && (qKey || qSig) {
+	if header != "" && (qKey || qSig || qAlg) {
 		return nil, errInvalidArgument("Only one auth mechanism allowed; only the X-Amz-Algorithm query parameter, Signature query string parameter or the Authorization header should be specified")
 	}
 	if header != "" {

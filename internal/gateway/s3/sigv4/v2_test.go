@@ -230,6 +230,8 @@ func TestVerifyV2(t *testing.T) {
 	t.Run("header and query", func(t *testing.T) {
 		r := signV2(t, "GET", "/b/k?AWSAccessKeyId="+testKey+"&Expires=1&Signature=x")
 		fails(t, r, "InvalidArgument")
+		r = signV2(t, "GET", "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256")
+		fails(t, r, "InvalidArgument")
 	})
 }
 

@@ -50,7 +50,9 @@ const (
 	// the signature covers.
 	Signed Payload = iota + 1
 	// Unsigned: UNSIGNED-PAYLOAD, as for a presigned URL without
-	// X-Amz-Content-Sha256. Only the transport (TLS) protects the body.
+	// X-Amz-Content-Sha256, and every Signature V2 request. Only the
+	// transport (TLS) protects the body, and Content-MD5 or a checksum
+	// header if the client sent one.
 	Unsigned
 	// Streaming: STREAMING-AWS4-HMAC-SHA256-PAYLOAD, an aws-chunked body
 	// whose chunks are each signed, chained from the request's signature.
