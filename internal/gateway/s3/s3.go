@@ -431,11 +431,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.postObject(q)
 		return
 	}
-	// The key the signature names is looked up once, for its secret and
-	// for its permissions.
 	// Signature V2 signs a virtual-hosted–style request's resource with
 	// the bucket from Host in front.
 	host, _ := virtualBucket(r.Host, s.opt.Domain)
+	// The key the signature names is looked up once, for its secret and
+	// for its permissions.
 	v := sigv4.Verifier{Secret: func(id string) (string, bool) {
 		k, err := s.gw.Key(r.Context(), id)
 		q.key = k
