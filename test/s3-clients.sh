@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Real S3 clients against `quilt up` (10 nodes and the gateway, on
 # 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api, versioning, ACLs and
-# policies with an anonymous curl GET), boto3, rclone
-# (copy, check and sync of a tree of 1,000 files) and s3cmd, then headless
+# policies with an anonymous curl GET), boto3 (Signature V4 and V2), rclone
+# (copy, check and sync of a tree of 1,000 files) and s3cmd (V4 and V2), then headless
 # Chromium (test/s3-browser: presigned POST uploads, CORS). Installs what it
 # needs: pinned awscli, boto3 and s3cmd in a venv under ~/.cache, rclone with
 # apt. Fails if a
@@ -175,8 +175,8 @@ for i in range(7):
     s3.put_object(Bucket="boto", Key=f"many/{i}", Body=b"x")
 pages = s3.get_paginator("list_objects_v2").paginate(Bucket="boto", Prefix="many/", PaginationConfig={"PageSize": 3})
 assert [o["Key"] for p in pages for o in p.get("Contents", [])] == [f"many/{i}" for i in range(7)]
-# SigV4 presigning (boto3's default for S3 is still SigV2 query auth,
-# which Quilt does not accept).
+# SigV4 presigning (boto3 presigns S3 URLs with SigV2 query auth by
+# default; the Signature V2 step below checks that).
 s3v4 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], config=botocore.config.Config(signature_version="s3v4"))
 url = s3v4.generate_presigned_url("get_object", Params={"Bucket": "boto", "Key": "k/one"}, ExpiresIn=60)
 assert urllib.request.urlopen(url).read() == body
@@ -209,6 +209,57 @@ h = s3.head_object(Bucket="boto", Key="sum/multipart", ChecksumMode="ENABLED")
 assert h["ETag"].endswith('-3"') and any(k.startswith("Checksum") and k != "ChecksumType" for k in h), h
 assert s3.get_object(Bucket="boto", Key="sum/multipart", ChecksumMode="ENABLED")["Body"].read() == big
 print("boto3 ok")
+PY
+
+say "boto3 with Signature V2 (signature_version='s3')"
+"$venv/bin/python" - <<'PY'
+import io, os, boto3, boto3.s3.transfer, botocore, botocore.config, urllib.request, urllib3
+v2 = botocore.config.Config(signature_version="s3")
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], config=v2)
+s3.create_bucket(Bucket="sigv2")
+s3.put_object(Bucket="sigv2", Key="dir/a b+c", Body=b"signed v2", Metadata={"who": "v2"}, ContentType="text/x-v2")
+h = s3.head_object(Bucket="sigv2", Key="dir/a b+c")
+assert h["Metadata"]["who"] == "v2" and h["ContentType"] == "text/x-v2", h
+assert s3.get_object(Bucket="sigv2", Key="dir/a b+c")["Body"].read() == b"signed v2"
+s3.copy_object(Bucket="sigv2", Key="copy", CopySource={"Bucket": "sigv2", "Key": "dir/a b+c"})
+assert [o["Key"] for o in s3.list_objects_v2(Bucket="sigv2")["Contents"]] == ["copy", "dir/a b+c"]
+s3.put_object_tagging(Bucket="sigv2", Key="copy", Tagging={"TagSet": [{"Key": "t", "Value": "1"}]})
+assert s3.get_object_tagging(Bucket="sigv2", Key="copy")["TagSet"] == [{"Key": "t", "Value": "1"}]
+big = os.urandom(11 << 20)
+s3.upload_fileobj(io.BytesIO(big), "sigv2", "big", Config=boto3.s3.transfer.TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20))
+assert s3.get_object(Bucket="sigv2", Key="big")["Body"].read() == big
+# Presigned with Signature V2 (AWSAccessKeyId, Expires, Signature).
+url = s3.generate_presigned_url("get_object", Params={"Bucket": "sigv2", "Key": "dir/a b+c"}, ExpiresIn=60)
+assert "AWSAccessKeyId=" in url and "Signature=" in url, url
+assert urllib.request.urlopen(url).read() == b"signed v2"
+try:
+    urllib.request.urlopen(url.replace("/dir/", "/dix/"))
+    raise SystemExit("a changed V2 presigned URL was accepted")
+except urllib.error.HTTPError as e:
+    assert e.code == 403 and b"SignatureDoesNotMatch" in e.read()
+url = s3.generate_presigned_url("get_object", Params={"Bucket": "sigv2", "Key": "copy"}, ExpiresIn=-10)
+try:
+    urllib.request.urlopen(url)
+    raise SystemExit("an expired V2 presigned URL was accepted")
+except urllib.error.HTTPError as e:
+    assert e.code == 403 and b"expired" in e.read()
+# A browser form signed with V2 (AWSAccessKeyId, policy, signature).
+post = s3.generate_presigned_post("sigv2", "posted", Conditions=[["content-length-range", 1, 1000]], ExpiresIn=60)
+assert "AWSAccessKeyId" in post["fields"] and "signature" in post["fields"], post
+body, ctype = urllib3.encode_multipart_formdata(list(post["fields"].items()) + [("file", ("f.txt", b"form v2"))])
+r = urllib3.request("POST", post["url"], body=body, headers={"Content-Type": ctype})
+assert r.status == 204, (r.status, r.data)
+assert s3.get_object(Bucket="sigv2", Key="posted")["Body"].read() == b"form v2"
+for k in ("dir/a b+c", "copy", "big", "posted"):
+    s3.delete_object(Bucket="sigv2", Key=k)
+s3.delete_bucket(Bucket="sigv2")
+bad = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"], aws_secret_access_key="wrong", config=v2)
+try:
+    bad.list_buckets()
+    raise SystemExit("wrong secret accepted over V2")
+except botocore.exceptions.ClientError as e:
+    assert e.response["Error"]["Code"] == "SignatureDoesNotMatch", e.response
+print("boto3 Signature V2 ok")
 PY
 
 say "rclone: copy, check and sync of 1,000 files"
@@ -261,6 +312,14 @@ test "$(wc -l <<<"$out")" = 100
 s3c cp s3://s3cmd/small s3://s3cmd/small-copy
 s3c get s3://s3cmd/small-copy "$work/small.copy"
 cmp "$work/small" "$work/small.copy"
+# The same with Signature V2 (s3cmd signs x-amz-date, Date left empty).
+s3c --signature-v2 put "$work/small" s3://s3cmd/v2/small
+s3c --signature-v2 put --multipart-chunk-size-mb=5 "$work/mid" s3://s3cmd/v2/mid
+s3c --signature-v2 get s3://s3cmd/v2/mid "$work/mid.v2"
+cmp "$work/mid" "$work/mid.v2"
+out=$(s3c --signature-v2 ls s3://s3cmd/v2/)
+grep -q 's3://s3cmd/v2/small$' <<<"$out"
+s3c --signature-v2 del s3://s3cmd/v2/small s3://s3cmd/v2/mid >/dev/null
 if s3c rb s3://s3cmd 2>/dev/null; then echo "s3cmd removed a non-empty bucket"; exit 1; fi
 s3c del --recursive --force s3://s3cmd >/dev/null
 s3c rb s3://s3cmd

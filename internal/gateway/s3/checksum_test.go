@@ -228,6 +228,17 @@ func TestMultipartChecksums(t *testing.T) {
 		}
 	}
 
+	// x-amz-checksum-algorithm on a copy gives it that algorithm's
+	// checksum in place of the source's.
+	if _, err := c.CopyObject(ctx, &awss3.CopyObjectInput{Bucket: aws.String("mpu"), Key: aws.String("copy-as-crc32"),
+		CopySource: aws.String("mpu/crc64"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32}); err != nil {
+		t.Fatal(err)
+	}
+	h, err = c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("mpu"), Key: aws.String("copy-as-crc32"), ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil || aws.ToString(h.ChecksumCRC64NVME) != "" || aws.ToString(h.ChecksumCRC32) != b64crc32(whole) || h.ChecksumType != types.ChecksumTypeFullObject {
+		t.Fatalf("copy with x-amz-checksum-algorithm: %v %q %q %q", err, aws.ToString(h.ChecksumCRC64NVME), aws.ToString(h.ChecksumCRC32), h.ChecksumType)
+	}
+
 	// S3's combinations only.
 	if _, err := c.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{Bucket: aws.String("mpu"), Key: aws.String("x"),
 		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumType: types.ChecksumTypeFullObject}); code(err) != "InvalidRequest" {

@@ -537,14 +537,20 @@ func (s *Server) copyObject(q *request) {
 	// The copy keeps the source's whole-object checksum; a COMPOSITE one
 	// describes parts the copy does not have, so it gets the whole
 	// object's of the same algorithm, computed as it streams, as S3 does
-	// (a CRC64NVME if the source has none).
+	// (a CRC64NVME if the source has none). x-amz-checksum-algorithm
+	// asks for that algorithm's instead, computed as it streams.
 	var body io.Reader = pr
-	if info.ChecksumType == gateway.FullObject {
+	alg := strings.ToLower(r.Header.Get("x-amz-checksum-algorithm"))
+	if info.ChecksumType == gateway.FullObject && (alg == "" || len(info.Checksums) == 1 && info.Checksums[alg] != "") {
 		opt.Checksums = func() map[string]string { return info.Checksums }
 	} else {
 		hdr := http.Header{}
-		for alg := range info.Checksums {
+		if alg != "" {
 			hdr.Add("X-Amz-Trailer", "x-amz-checksum-"+alg)
+		} else {
+			for a := range info.Checksums {
+				hdr.Add("X-Amz-Trailer", "x-amz-checksum-"+a)
+			}
 		}
 		sr := newSums(hdr, pr)
 		body, opt.Checksums = sr, sr.Sums

@@ -491,6 +491,9 @@ func conditionKeys(q *request) map[string]string {
 	if ref := r.Referer(); ref != "" {
 		keys["aws:referer"] = ref
 	}
+	if q.sigAlg != "" {
+		keys["s3:signatureversion"] = q.sigAlg
+	}
 	if !q.anon {
 		keys["aws:username"] = q.requester().DisplayName
 		keys["aws:userid"] = q.requester().ID

@@ -201,8 +201,8 @@ func policyInt(v any) (int64, bool) {
 
 // check applies the policy's conditions to the form's fields (the bucket
 // being the one posted to), and S3's rule that every field but the
-// signature, the policy, the file and x-ignore-* ones is named by a
-// condition.
+// signature (x-amz-signature, or V2's signature and AWSAccessKeyId), the
+// policy, the file and x-ignore-* ones is named by a condition.
 func (p *postPolicy) check(f *postForm, bucket string, now time.Time) error {
 	if now.After(p.expiration) {
 		return policyDenied("Policy expired.")
@@ -236,7 +236,7 @@ func (p *postPolicy) check(f *postForm, bucket string, now time.Time) error {
 	var extra []string
 	for _, name := range f.order {
 		switch {
-		case name == "policy", name == "x-amz-signature", name == "file", strings.HasPrefix(name, "x-ignore-"), named[name]:
+		case name == "policy", name == "x-amz-signature", name == "signature", name == "awsaccesskeyid", name == "file", strings.HasPrefix(name, "x-ignore-"), named[name]:
 		default:
 			extra = append(extra, name)
 		}
@@ -319,28 +319,7 @@ func (s *Server) postObject(q *request) {
 		q.fail(errDenied)
 		return
 	}
-	for _, name := range []string{"key", "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature"} {
-		if fields[name] == "" {
-			if name == "x-amz-algorithm" && fields["awsaccesskeyid"] != "" {
-				q.fail(s3err("InvalidArgument", 400, "POST with Signature Version 2 is not supported; use AWS Signature Version 4."))
-				return
-			}
-			q.fail(s3err("InvalidArgument", 400, "Bucket POST must contain a field named '"+name+"'.  If it is specified, please check the order of the fields."))
-			return
-		}
-	}
-	cred, err := sigv4.ParsePostCredential(fields["x-amz-algorithm"], fields["x-amz-credential"], fields["x-amz-date"])
-	if err != nil {
-		q.fail(err)
-		return
-	}
-	k, err := s.gw.Key(ctx, cred.AccessKey)
-	if err != nil {
-		q.fail(s3err("InvalidAccessKeyId", 403, "The AWS Access Key Id you provided does not exist in our records."))
-		return
-	}
-	q.key = k
-	if err := sigv4.VerifyPostPolicy(k.Secret, cred, fields["policy"], fields["x-amz-signature"]); err != nil {
+	if err := s.postSignature(q, fields); err != nil {
 		q.fail(err)
 		return
 	}
@@ -452,4 +431,41 @@ func (s *Server) postObject(q *request) {
 		q.status = 204
 		w.WriteHeader(204)
 	}
+}
+
+// postSignature checks the signature of a POST form and sets q.key to the
+// key that signed it: Signature V4 (x-amz-algorithm, x-amz-credential,
+// x-amz-date, x-amz-signature) or Signature V2 (AWSAccessKeyId and
+// signature, the base64 HMAC-SHA1 of the policy).
+func (s *Server) postSignature(q *request, fields map[string]string) error {
+	v2 := fields["x-amz-algorithm"] == "" && fields["awsaccesskeyid"] != ""
+	required := []string{"key", "x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature"}
+	if v2 {
+		required = []string{"key", "awsaccesskeyid", "signature"}
+	}
+	for _, name := range required {
+		if fields[name] == "" {
+			return s3err("InvalidArgument", 400, "Bucket POST must contain a field named '"+name+"'.  If it is specified, please check the order of the fields.")
+		}
+	}
+	access := fields["awsaccesskeyid"]
+	var cred sigv4.PostCredential
+	if !v2 {
+		var err error
+		if cred, err = sigv4.ParsePostCredential(fields["x-amz-algorithm"], fields["x-amz-credential"], fields["x-amz-date"]); err != nil {
+			return err
+		}
+		access = cred.AccessKey
+	}
+	k, err := s.gw.Key(q.r.Context(), access)
+	if err != nil {
+		return s3err("InvalidAccessKeyId", 403, "The AWS Access Key Id you provided does not exist in our records.")
+	}
+	q.key = k
+	if v2 {
+		q.sigAlg = sigAlg(2)
+		return sigv4.VerifyPostPolicyV2(k.Secret, fields["policy"], fields["signature"])
+	}
+	q.sigAlg = sigAlg(4)
+	return sigv4.VerifyPostPolicy(k.Secret, cred, fields["policy"], fields["x-amz-signature"])
 }

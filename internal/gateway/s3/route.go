@@ -85,8 +85,10 @@ var ops = map[opKey]op{
 
 // params are query keys that qualify an operation rather than select
 // one. Keys starting with x-amz- (presigned URLs) and response- (GET
-// overrides) are parameters too.
+// overrides) are parameters too, and so are a Signature V2 presigned
+// URL's AWSAccessKeyId, Expires and Signature.
 var params = map[string]bool{
+	"AWSAccessKeyId": true, "Expires": true, "Signature": true,
 	"prefix": true, "delimiter": true, "max-keys": true, "marker": true, "encoding-type": true,
 	"list-type": true, "continuation-token": true, "start-after": true, "fetch-owner": true,
 	"key-marker": true, "upload-id-marker": true, "version-id-marker": true, "max-uploads": true,

@@ -232,6 +232,7 @@ type request struct {
 	id     string
 	key    gateway.AccessKey
 	anon   bool        // the request carries no signature (key is zero)
+	sigAlg string      // the signature's algorithm, as policies' s3:signatureversion: "AWS" (V2) or "AWS4-HMAC-SHA256"
 	perKey bool        // DeleteObjects: each key is authorized on its own (access.go)
 	raw    *rawBody    // the body as it comes off the connection
 	body   io.Reader   // the body decoded and checked (signature, checksums)
@@ -443,13 +444,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.postObject(q)
 		return
 	}
+	// Signature V2 signs a virtual-hosted–style request's resource with
+	// the bucket from Host in front.
+	host, _ := virtualBucket(r.Host, s.opt.Domain)
 	// The key the signature names is looked up once, for its secret and
 	// for its permissions.
 	v := sigv4.Verifier{Secret: func(id string) (string, bool) {
 		k, err := s.gw.Key(r.Context(), id)
 		q.key = k
 		return k.Secret, err == nil
-	}}
+	}, HostBucket: host}
 	res, err := v.Verify(r)
 	switch {
 	case errors.Is(err, sigv4.ErrAnonymous):
@@ -472,9 +476,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		q.fail(err)
 		return
 	default:
+		q.sigAlg = sigAlg(res.Version)
 		q.sums = newSums(r.Header, res.Body)
 		q.dec = &bodyErrors{r: q.sums}
 		q.body, q.length = q.dec, res.Length
 	}
 	s.route(q)
+}
+
+// sigAlg names a signature version as S3's s3:signatureversion condition
+// key does.
+func sigAlg(version int) string {
+	if version == 2 {
+		return "AWS"
+	}
+	return "AWS4-HMAC-SHA256"
 }

@@ -1,5 +1,5 @@
-// Package sigv4 verifies AWS Signature Version 4 on S3 requests (layer 5,
-// S3-specific). It is the authentication step of the S3 gateway: it knows
+// Package sigv4 verifies AWS Signature Version 4, and the older Version 2,
+// on S3 requests (layer 5, S3-specific). It is the authentication step of the S3 gateway: it knows
 // S3's dialect of SigV4 — the request path is signed as the client sent it,
 // never normalised or encoded twice; the payload may be signed, unsigned,
 // or sent aws-chunked with chained chunk signatures and trailing
@@ -27,8 +27,15 @@
 // mismatch as an *Error from Read, at the latest in place of io.EOF: a
 // caller must not make an upload visible before Body has returned io.EOF.
 //
-// Sources: the S3 API reference's "Authenticating Requests (AWS Signature
-// Version 4)" pages — single-chunk header signing, query-string (presigned)
+// Signature Version 2 (HMAC-SHA1 over a StringToSign of the method,
+// Content-MD5, Content-Type, date, x-amz-* headers and the resource with
+// its signed subresources) is verified by the same Verify, which tells
+// the two apart by the Authorization header's first word or by the
+// query's parameters; a V2 signature does not cover the body.
+//
+// Sources: the S3 developer guide's "Signing and authenticating REST
+// requests" (Signature Version 2, with its examples); the S3 API
+// reference's "Authenticating Requests (AWS Signature Version 4)" pages — single-chunk header signing, query-string (presigned)
 // signing, chunked upload ("sigv4-streaming") and trailing headers
 // ("sigv4-streaming-trailers") — and the signer of aws-sdk-go-v2, which the
 // tests use as the client.

@@ -33,6 +33,12 @@ type Verifier struct {
 	// Authorization header may be from Now (0: DefaultMaxSkew). Past it:
 	// RequestTimeTooSkewed, 403.
 	MaxSkew time.Duration
+
+	// HostBucket is the bucket that the request's Host names in a
+	// virtual-hosted–style request ("" for a path-style one). Signature
+	// V2 signs the resource as "/bucket/key" either way, so it needs the
+	// bucket; Signature V4 signs the path as sent and ignores it.
+	HostBucket string
 }
 
 // Payload is how a request's body is authenticated, by its
@@ -44,7 +50,9 @@ const (
 	// the signature covers.
 	Signed Payload = iota + 1
 	// Unsigned: UNSIGNED-PAYLOAD, as for a presigned URL without
-	// X-Amz-Content-Sha256. Only the transport (TLS) protects the body.
+	// X-Amz-Content-Sha256, and every Signature V2 request. Only the
+	// transport (TLS) protects the body, and Content-MD5 or a checksum
+	// header if the client sent one.
 	Unsigned
 	// Streaming: STREAMING-AWS4-HMAC-SHA256-PAYLOAD, an aws-chunked body
 	// whose chunks are each signed, chained from the request's signature.
@@ -103,6 +111,11 @@ type Result struct {
 	// Length is the decoded content length: Content-Length, or
 	// x-amz-decoded-content-length for aws-chunked; -1 if unknown.
 	Length int64
+
+	// Version is the signature version the request was signed with: 4,
+	// or 2 for Signature Version 2, whose Payload is always Unsigned (a
+	// V2 signature covers Content-MD5, not the body).
+	Version int
 }
 
 // auth is what a request says about its signature.
@@ -126,9 +139,19 @@ type auth struct {
 //
 // The credential scope may name any region (the signature is checked with
 // the region the client used); the service must be s3.
+//
+// A request signed with Signature Version 2 — an Authorization header
+// "AWS <key>:<signature>", or a presigned URL's AWSAccessKeyId, Expires
+// (seconds since the epoch; past -> AccessDenied "Request has expired")
+// and Signature — is verified the V2 way (see StringToSignV2), with the
+// same clock skew for header-signed requests, and gives a Result with
+// Version 2 and an Unsigned payload.
 func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 	path, rawQuery := requestTarget(r)
 	query := parseQuery(rawQuery)
+	if isV2(r, query) {
+		return v.verifyV2(r, path, query)
+	}
 
 	a, err := parseAuth(r, query)
 	if err != nil {
@@ -215,7 +238,7 @@ func body(r *http.Request, a *auth, key []byte) (*Result, error) {
 	if in == nil {
 		in = http.NoBody
 	}
-	res := &Result{AccessKey: a.accessKey, Body: in, Length: r.ContentLength}
+	res := &Result{AccessKey: a.accessKey, Body: in, Length: r.ContentLength, Version: 4}
 
 	switch a.payloadHash {
 	case unsignedPayload:
@@ -245,7 +268,7 @@ func chunked(r *http.Request, a *auth, key []byte, in io.Reader) (*Result, error
 		prev:     a.signature,
 		declared: -1,
 	}
-	res := &Result{AccessKey: a.accessKey, Body: cr, Length: -1}
+	res := &Result{AccessKey: a.accessKey, Body: cr, Length: -1, Version: 4}
 	switch a.payloadHash {
 	case streamingPayload:
 		res.Payload, cr.key = Streaming, key
@@ -298,11 +321,6 @@ func parseAuth(r *http.Request, query []param) (*auth, error) {
 	case hasAlgorithm:
 		return parseQueryAuth(query)
 	}
-	_, v2Key := lookup(query, "AWSAccessKeyId")
-	_, v2Sig := lookup(query, "Signature")
-	if v2Key || v2Sig {
-		return nil, errInvalidArgument("Query-string authentication version 2 is not supported; use AWS Signature Version 4.")
-	}
 	return nil, ErrAnonymous
 }
 
@@ -317,8 +335,6 @@ func parseHeaderAuth(r *http.Request, header string) (*auth, error) {
 	case algorithm:
 	case "AWS4-ECDSA-P256-SHA256":
 		return nil, errInvalidArgument("Signature Version 4A is not supported.")
-	case "AWS":
-		return nil, errInvalidArgument("Signature Version 2 is not supported; use AWS Signature Version 4.")
 	default:
 		return nil, errInvalidArgument("Unsupported Authorization Type")
 	}
