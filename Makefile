@@ -6,22 +6,27 @@ BIN     ?= bin/quilt
 NODES   ?= 10
 
 # FUZZ: every fuzz target, as package:Target (go test -fuzz takes one
-# package and one target at a time); make test runs each for FUZZTIME, a
+# package and one target at a time); make fuzz runs each for FUZZTIME, a
 # count of inputs: Go 1.26's fuzzer can fail a target with "context
 # deadline exceeded" when a time budget ends on a busy machine (fixed in
-# Go 1.27), and a count has no deadline to race.
-FUZZ     = internal/sharefile:FuzzParseHeader internal/sharefile:FuzzParseTrailer \
-	internal/sharefile:FuzzChecker internal/codec:FuzzParseCap \
-	internal/identity:FuzzParseInvite internal/dag:FuzzDecode internal/dag:FuzzParseIDs \
+# Go 1.27), and a count has no deadline to race. make test fuzzes
+# FUZZ_TEST, the parsers of what other machines send (shares, node and
+# namespace requests, S3 requests): each package fuzzed costs a build
+# with coverage, and CI has a time budget. Every target's seeds and
+# committed crashers run in every go test.
+FUZZ_TEST = internal/sharefile:FuzzParseHeader internal/sharefile:FuzzParseTrailer \
+	internal/sharefile:FuzzChecker \
 	internal/namespace:FuzzUnframe internal/namespace:FuzzAPI internal/node:FuzzShareAPI \
-	internal/object:FuzzGetRange \
 	internal/gateway/s3/sigv4:FuzzVerify internal/gateway/s3/sigv4:FuzzParseAuth \
 	internal/gateway/s3/sigv4:FuzzChunked internal/gateway/s3:FuzzParseRange \
-	internal/gateway/s3:FuzzXMLBodies internal/lab/scenario:FuzzParse \
+	internal/gateway/s3:FuzzXMLBodies
+FUZZ     = $(FUZZ_TEST) internal/codec:FuzzParseCap \
+	internal/identity:FuzzParseInvite internal/dag:FuzzDecode internal/dag:FuzzParseIDs \
+	internal/object:FuzzGetRange internal/lab/scenario:FuzzParse \
 	internal/bulk:FuzzParse internal/bulk:FuzzCheckpoint
 FUZZTIME ?= 5000x
 
-.PHONY: all build run test bench bench-ns bench-tahoe lab vet clean
+.PHONY: all build run test fuzz bench bench-ns bench-tahoe lab vet clean
 
 all: build
 
@@ -34,7 +39,7 @@ run: build
 
 ## test: vet, then every test (unit, property, conformance, 10-node
 ## in-process grid, real processes); the race detector on the core packages;
-## every fuzz target for $(FUZZTIME) inputs (see docs/testing.md); then real
+## the fuzz targets of network parsers for $(FUZZTIME) inputs (make fuzz: all, see docs/testing.md); then real
 ## clients against quilt up: S3 (awscli, boto3, rclone, headless
 ## Chromium; minio-go's and minio-py's functional tests, each result
 ## checked against test/s3-minio-*.expected), Swift (swift CLI,
@@ -46,20 +51,20 @@ run: build
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
 # TIMED runs a client script and says how long it took (CI's budget).
-TIMED = bash -c 's=$$(date +%s); "$$@"; rc=$$?; echo "== $$1: $$(( $$(date +%s) - s )) s"; exit $$rc' --
+TIMED = QUILT_BIN=$(abspath $(BIN)) bash -c 's=$$(date +%s); "$$@"; rc=$$?; echo "== $$1: $$(( $$(date +%s) - s )) s"; exit $$rc' --
 
 test: build
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/
 	$(GO) test -count=1 -race -short -timeout 10m ./internal/object/ ./internal/dag/ ./internal/namespace/ ./internal/nsclient/ ./internal/tree/... ./internal/linkemu/ ./internal/lab/...
-	for t in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
+	for t in $(FUZZ_TEST); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
 	$(TIMED) ./test/s3-clients.sh
 	@# minio-go's and minio-py's functional tests side by side, each on a
 	@# grid of its own (they wait on the grid more than they use the CPU):
 	@# minio-py's output follows minio-go's.
-	s=$$(date +%s); out=$$(mktemp); QUILT_BIN=$(BIN) ./test/s3-minio-py-functional.sh >"$$out" 2>&1 & py=$$!; \
-	QUILT_BIN=$(BIN) ./test/s3-minio-functional.sh; go=$$?; wait $$py; pyrc=$$?; cat "$$out"; rm -f "$$out"; \
+	s=$$(date +%s); out=$$(mktemp); QUILT_BIN=$(abspath $(BIN)) ./test/s3-minio-py-functional.sh >"$$out" 2>&1 & py=$$!; \
+	QUILT_BIN=$(abspath $(BIN)) ./test/s3-minio-functional.sh; go=$$?; wait $$py; pyrc=$$?; cat "$$out"; rm -f "$$out"; \
 	echo "== minio functional tests: $$(( $$(date +%s) - s )) s"; [ $$go = 0 ] && [ $$pyrc = 0 ]
 	$(TIMED) ./test/swift-clients.sh
 	$(TIMED) ./test/swift-regions.sh
@@ -71,6 +76,11 @@ test: build
 	$(TIMED) ./test/every-door.sh
 	$(TIMED) ./test/mount-clients.sh
 	$(TIMED) ./test/volume-clients.sh
+
+## fuzz: every fuzz target for FUZZTIME inputs each (make fuzz FUZZTIME=200000x
+## for more)
+fuzz:
+	for t in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
 
 ## bench: codec micro-benchmarks (one core), then quilt bench on a fresh grid
 bench: build
