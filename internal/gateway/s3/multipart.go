@@ -49,6 +49,9 @@ func (s *Server) createUpload(q *request) {
 	if opt.CustomerKey, ok = s.requestKey(q); !ok {
 		return
 	}
+	if opt.Lock, ok = s.writeLock(q, nil); !ok { // objectlock.go
+		return
+	}
 	u, err := s.gw.CreateUpload(q.r.Context(), q.bucket, q.object, opt)
 	if err != nil {
 		q.fail(err)
