@@ -140,10 +140,10 @@ func requestLock(q *request) (*gateway.Lock, error) {
 }
 
 // writeLock reads a write's lock and checks the bucket takes it: false
-// means the answer is sent. checksummed says whether the request
-// carries Content-MD5 or an x-amz-checksum (PutObject: S3 wants one on
-// a write that locks its object, with its own lock or the bucket's
-// default retention).
+// means the answer is sent. checksummed, for PutObject, says whether the
+// request's body is checked (hasChecksum): S3 wants Content-MD5 or an
+// x-amz-checksum on a write that locks its object, with its own lock or
+// the bucket's default retention.
 func (s *Server) writeLock(q *request, checksummed *bool) (*gateway.Lock, bool) {
 	l, err := requestLock(q)
 	if err != nil {
@@ -163,10 +163,16 @@ func (s *Server) writeLock(q *request, checksummed *bool) (*gateway.Lock, bool) 
 	return l, true
 }
 
-// hasChecksum reports whether a request carries Content-MD5, an
-// x-amz-checksum-* header, or one in its trailer.
+// hasChecksum reports whether a request's body is checked: it carries
+// Content-MD5, an x-amz-checksum-* header or one in its trailer, or its
+// Signature V4 covers the body (x-amz-content-sha256 a SHA-256, or
+// signed chunks), as clients over plain HTTP send it.
 func hasChecksum(h http.Header) bool {
 	if h.Get("Content-MD5") != "" {
+		return true
+	}
+	if ph := h.Get("X-Amz-Content-Sha256"); len(ph) == 64 && strings.Trim(ph, "0123456789abcdef") == "" ||
+		strings.HasPrefix(ph, "STREAMING-AWS4-") && !strings.HasPrefix(ph, "STREAMING-UNSIGNED-") {
 		return true
 	}
 	for k := range h {
