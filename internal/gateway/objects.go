@@ -49,8 +49,8 @@ type ObjectInfo struct {
 	// VersionID is the version's ID on a versioned bucket ("": the null
 	// version); DeleteMarker says the version is a delete marker
 	// (versions.go).
-	VersionID    string   `json:"vid,omitempty"`
-	DeleteMarker bool     `json:"dm,omitempty"`
+	VersionID    string `json:"vid,omitempty"`
+	DeleteMarker bool   `json:"dm,omitempty"`
 	// Lock is the version's object lock (objectlock.go): retention and
 	// legal hold; nil for none.
 	Lock    *Lock    `json:"lock,omitempty"`
