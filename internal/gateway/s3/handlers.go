@@ -114,7 +114,7 @@ func (s *Server) createBucket(q *request) {
 			return
 		}
 	}
-	lock := q.r.Header.Get("x-amz-bucket-object-lock-enabled")
+	lock := q.param("x-amz-bucket-object-lock-enabled")
 	if lock != "" && !strings.EqualFold(lock, "true") && !strings.EqualFold(lock, "false") {
 		q.fail(s3err("InvalidArgument", 400, "x-amz-bucket-object-lock-enabled is true or false"))
 		return

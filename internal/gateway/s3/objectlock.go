@@ -104,11 +104,13 @@ func parseLockTime(v string) (time.Time, error) {
 	return t.UTC(), err
 }
 
-// requestLock reads the x-amz-object-lock-* headers of a write (nil: none).
+// requestLock reads the x-amz-object-lock-* headers (or presigned query
+// parameters) of a write (nil: none).
 func requestLock(q *request) (*gateway.Lock, error) {
-	mode := q.r.Header.Get("x-amz-object-lock-mode")
-	until := q.r.Header.Get("x-amz-object-lock-retain-until-date")
-	hold := q.r.Header.Get("x-amz-object-lock-legal-hold")
+	// Headers, or a presigned URL's query parameters.
+	mode := q.param("x-amz-object-lock-mode")
+	until := q.param("x-amz-object-lock-retain-until-date")
+	hold := q.param("x-amz-object-lock-legal-hold")
 	if mode == "" && until == "" && hold == "" {
 		return nil, nil
 	}
@@ -205,7 +207,7 @@ func setLockHeaders(h http.Header, info gateway.ObjectInfo) {
 // that owns the bucket, or one a bucket policy allows
 // s3:BypassGovernanceRetention.
 func (s *Server) bypass(q *request, key string) bool {
-	if !strings.EqualFold(q.r.Header.Get("x-amz-bypass-governance-retention"), "true") {
+	if !strings.EqualFold(q.param("x-amz-bypass-governance-retention"), "true") {
 		return false
 	}
 	return s.decide(q, bypassAction, q.bucket, key, gateway.Owner) == nil

@@ -3,6 +3,7 @@ package s3_test
 import (
 	"context"
 	"encoding/base64"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/jonboulle/clockwork"
@@ -361,6 +363,35 @@ func TestObjectLockRetention(t *testing.T) {
 			t.Fatalf("retention of a multipart object: %v %+v", err, r)
 		}
 		mustCode(t, "deleting a multipart COMPLIANCE version", deleteVersion(c, b, "mp", aws.ToString(done.VersionId), true), "AccessDenied")
+	})
+
+	t.Run("presigned", func(t *testing.T) {
+		// Lock parameters in a presigned URL's query lock the version as
+		// headers do.
+		req, err := http.NewRequest("PUT", e.srv.URL+"/"+b+"/presigned?x-amz-object-lock-legal-hold=ON&X-Amz-Expires=900", strings.NewReader("data"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(md5sum("data")))
+		creds := aws.Credentials{AccessKeyID: e.admin.ID, SecretAccessKey: e.admin.Secret}
+		u, hdr, err := v4.NewSigner().PresignHTTP(ctx, creds, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now(), noDoubleEscape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put, _ := http.NewRequest("PUT", u, strings.NewReader("data"))
+		put.Header = hdr
+		resp, err := http.DefaultClient.Do(put)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("presigned PUT with a legal hold: %d", resp.StatusCode)
+		}
+		lh, err := c.GetObjectLegalHold(ctx, &awss3.GetObjectLegalHoldInput{Bucket: aws.String(b), Key: aws.String("presigned")})
+		if err != nil || lh.LegalHold.Status != types.ObjectLockLegalHoldStatusOn {
+			t.Fatalf("legal hold of a presigned PUT: %v %+v", err, lh)
+		}
 	})
 
 	t.Run("bad headers", func(t *testing.T) {
