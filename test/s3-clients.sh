@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Real S3 clients against `quilt up` (10 nodes and the gateway, on
-# 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api, versioning, ACLs and
-# policies with an anonymous curl GET), boto3 (Signature V4 and V2), rclone
-# (copy, check and sync of a tree of 1,000 files) and s3cmd (V4 and V2), then headless
+# 127.0.0.1): awscli (s3 mb/cp/ls/sync/rm, s3api, versioning, Object Lock,
+# ACLs and policies with an anonymous curl GET), boto3 (Signature V4 and V2),
+# rclone (copy, check and sync of a tree of 1,000 files) and s3cmd (V4 and
+# V2), then headless
 # Chromium (test/s3-browser: presigned POST uploads, CORS). Installs what it
 # needs: pinned awscli, boto3 and s3cmd in a venv under ~/.cache, rclone with
 # apt. Fails if a
@@ -159,6 +160,17 @@ test "$out" = $'2\t1\tTrue'
 "$aws" s3api delete-object --bucket ver --key k --version-id "$v2" >/dev/null
 out=$("$aws" s3api list-object-versions --bucket ver --query 'Versions[].VersionId' --output text)
 test "$out" = "$v1"
+# Object Lock: a bucket made with it, a version under GOVERNANCE
+# retention that a delete by version ID cannot remove, until bypassed.
+"$aws" s3api create-bucket --bucket worm --object-lock-enabled-for-bucket >/dev/null
+w1=$("$aws" s3api put-object --bucket worm --key k --body "$work/v1" --query VersionId --output text)
+"$aws" s3api put-object-retention --bucket worm --key k --version-id "$w1" \
+	--retention "Mode=GOVERNANCE,RetainUntilDate=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ)"
+out=$("$aws" s3api get-object-retention --bucket worm --key k --version-id "$w1" --query Retention.Mode --output text)
+test "$out" = GOVERNANCE
+if "$aws" s3api delete-object --bucket worm --key k --version-id "$w1" 2>"$work/err"; then echo "deleted a locked version"; exit 1; fi
+grep -q AccessDenied "$work/err"
+"$aws" s3api delete-object --bucket worm --key k --version-id "$w1" --bypass-governance-retention >/dev/null
 "$aws" s3 rm s3://cli/data/big --only-show-errors
 if "$aws" s3api head-object --bucket cli --key data/big >/dev/null 2>&1; then echo "data/big still there after s3 rm"; exit 1; fi
 if "$aws" s3 rb s3://cli 2>/dev/null; then echo "removed a non-empty bucket"; exit 1; fi

@@ -9,7 +9,7 @@ import (
 )
 
 // Per-bucket configuration (S3's CORS rules, bucket tags, lifecycle rules,
-// ACL, policy, Block Public Access, Object Ownership): one
+// ACL, policy, Block Public Access, Object Ownership, object lock): one
 // document per kind, kept in the registry under /config/BUCKETID/KIND.
 // It belongs to the bucket's namespace, not its name: a bucket deleted
 // and made again under the same name starts with none.
@@ -19,7 +19,7 @@ var ErrNoConfig = errors.New("gateway: no such bucket configuration")
 
 // configKinds are the kinds of configuration a bucket may have.
 var configKinds = map[string]bool{"cors": true, "tagging": true, "lifecycle": true, "versioning": true, "acl": true, "policy": true,
-	"publicAccessBlock": true, "ownershipControls": true}
+	"publicAccessBlock": true, "ownershipControls": true, "objectLock": true}
 
 func configDir(b *bucket) string { return "/config/" + b.ns.String() }
 

@@ -152,6 +152,7 @@ func (g *Gateway) writeObject(ctx context.Context, b *bucket, p string, cond Con
 	if err := g.check(b, p, cond); err != nil {
 		return entry, nil, err
 	}
+	g.applyDefaultLock(b, info) // objectlock.go
 	if mode := g.versioningOf(b); mode != "" {
 		return g.writeVersioned(ctx, b, p, mode, info, inline)
 	}

@@ -96,6 +96,9 @@ func (g *Gateway) CreateUpload(ctx context.Context, bucketName, key string, opt 
 	if _, err := keyPath(key); err != nil {
 		return Upload{}, err
 	}
+	if err := g.checkLock(b, opt.Lock); err != nil {
+		return Upload{}, err
+	}
 	if err := g.ensureUploads(ctx); err != nil {
 		return Upload{}, err
 	}
@@ -337,7 +340,7 @@ func (g *Gateway) CompleteUploadIf(ctx context.Context, bucketName, key, id stri
 		return ObjectInfo{}, fmt.Errorf("%w: no parts given", ErrBadPart)
 	}
 	info := ObjectInfo{ContentType: u.Options.ContentType, Meta: u.Options.Meta, Headers: u.Options.Headers, Tags: u.Options.Tags,
-		ACL: u.Options.ACL, Modified: time.Now().UTC(), Encryption: u.Encryption}
+		ACL: u.Options.ACL, Modified: time.Now().UTC(), Encryption: u.Encryption, Lock: u.Options.Lock}
 	sum := md5.New()
 	for i, ref := range refs {
 		p, ok := byNum[ref.Number]

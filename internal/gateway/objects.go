@@ -49,9 +49,12 @@ type ObjectInfo struct {
 	// VersionID is the version's ID on a versioned bucket ("": the null
 	// version); DeleteMarker says the version is a delete marker
 	// (versions.go).
-	VersionID    string   `json:"vid,omitempty"`
-	DeleteMarker bool     `json:"dm,omitempty"`
-	Version      dag.Hash `json:"-"` // the namespace entry
+	VersionID    string `json:"vid,omitempty"`
+	DeleteMarker bool   `json:"dm,omitempty"`
+	// Lock is the version's object lock (objectlock.go): retention and
+	// legal hold; nil for none.
+	Lock    *Lock    `json:"lock,omitempty"`
+	Version dag.Hash `json:"-"` // the namespace entry
 }
 
 // PutOptions are what a PUT says of an object besides its bytes.
@@ -86,6 +89,10 @@ type PutOptions struct {
 	// then needs the key. ETag is then the MD5 of the ciphertext, and
 	// WantMD5 is checked against the bytes as given.
 	CustomerKey *CustomerKey `json:"-"`
+	// Lock is the new version's object lock (retention, legal hold); a
+	// bucket's default retention applies when it gives no mode. A bucket
+	// without object lock refuses one (ErrNoLockConfig).
+	Lock *Lock `json:"lock,omitempty"`
 }
 
 // ErrBadDigest means the content's MD5 is not the one announced.
@@ -159,7 +166,10 @@ func (g *Gateway) Put(ctx context.Context, bucketName, key string, r io.Reader, 
 			return ObjectInfo{}, err
 		}
 	}
-	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, ACL: opt.ACL, Modified: time.Now().UTC()}
+	if err := g.checkLock(b, opt.Lock); err != nil {
+		return ObjectInfo{}, err
+	}
+	info := ObjectInfo{ContentType: opt.ContentType, Meta: opt.Meta, Headers: opt.Headers, Tags: opt.Tags, ACL: opt.ACL, Modified: time.Now().UTC(), Lock: opt.Lock}
 	// A bucket with a quota (quota.go): a body known to be too big is
 	// refused unread, one of unknown length is read up to the room left.
 	var qr *quotaReader

@@ -11,7 +11,7 @@ import (
 // (metadata, content type, headers; edit must not change the bytes'
 // size, ETag or location). Source and destination may be the same
 // object: that changes its metadata only. The new version is stamped
-// now.
+// now; it does not take the source's object lock.
 func (g *Gateway) Rewrite(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string, edit func(*ObjectInfo)) (ObjectInfo, error) {
 	info, inline, err := g.lookup(ctx, srcBucket, srcKey)
 	if err != nil {
@@ -26,6 +26,7 @@ func (g *Gateway) Rewrite(ctx context.Context, srcBucket, srcKey, dstBucket, dst
 		return ObjectInfo{}, err
 	}
 	size, etag, capStr, parts := info.Size, info.ETag, info.Cap, info.Parts
+	info.Lock = nil // a new version: the bucket's default retention, not the source's lock (objectlock.go)
 	if edit != nil {
 		edit(&info)
 	}

@@ -304,7 +304,7 @@ func (s *treeStore) applyVersioned(ctx context.Context, b *bucket, ops []tree.Op
 			info, inline := ObjectInfo{ETag: emptyETag, Meta: maps.Clone(op.Meta), ContentType: "application/x-directory"}, []byte(nil)
 			if op.From != "" {
 				info, inline = src(op.From)
-				info.Key, info.Version = "", dag.Hash{}
+				info.Key, info.Version, info.Lock = "", dag.Hash{}, nil
 				if op.Meta != nil {
 					info.Meta = maps.Clone(op.Meta)
 				}

@@ -174,6 +174,15 @@ func (g *Gateway) SetVersioning(ctx context.Context, bucketName, status string) 
 	if status != VersioningEnabled && status != VersioningSuspended {
 		return ErrBadVersioning
 	}
+	if status == VersioningSuspended {
+		b, err := g.bucket(ctx, bucketName)
+		if err != nil {
+			return err
+		}
+		if _, ok := g.lockOf(b); ok {
+			return ErrLockState // objectlock.go
+		}
+	}
 	return g.PutBucketConfig(ctx, bucketName, "versioning", []byte(status))
 }
 
@@ -419,8 +428,21 @@ func (g *Gateway) deleteObjectIf(ctx context.Context, bucketName, key string, ve
 // DeleteObjectVersion removes one version of key for good (a delete marker
 // too); its grid objects are released (leases.go). If it was the latest,
 // the next newest becomes the current object (unless it is a delete
-// marker). A version that does not exist is ErrNoVersion.
+// marker). A version that does not exist is ErrNoVersion; one kept by
+// its object lock (objectlock.go) ErrLocked.
 func (g *Gateway) DeleteObjectVersion(ctx context.Context, bucketName, key, vid string) (DeleteResult, error) {
+	return g.DeleteObjectVersionWith(ctx, bucketName, key, vid, DeleteOptions{})
+}
+
+// DeleteOptions qualify the delete of a version.
+type DeleteOptions struct {
+	// BypassGovernance deletes a version whose retention is GOVERNANCE
+	// (S3's x-amz-bypass-governance-retention, for a caller allowed to).
+	BypassGovernance bool
+}
+
+// DeleteObjectVersionWith is DeleteObjectVersion with options.
+func (g *Gateway) DeleteObjectVersionWith(ctx context.Context, bucketName, key, vid string, opt DeleteOptions) (DeleteResult, error) {
 	if err := CheckVersionID(vid); err != nil {
 		return DeleteResult{}, err
 	}
@@ -476,6 +498,9 @@ func (g *Gateway) DeleteObjectVersion(ctx context.Context, bucketName, key, vid 
 		gone, latest = hs[i].info, !found && i == 0
 		cs = append(cs, change{"/" + hs[i].name, nil})
 		hs = append(hs[:i:i], hs[i+1:]...)
+	}
+	if gone.Lock.Protects(time.Now(), opt.BypassGovernance) {
+		return DeleteResult{}, fmt.Errorf("%w: version %s of %q", ErrLocked, vid, key)
 	}
 	// The latest deleted: the next newest version, if an object, becomes
 	// the current one (a delete marker stays where it is).

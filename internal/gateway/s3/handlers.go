@@ -114,6 +114,11 @@ func (s *Server) createBucket(q *request) {
 			return
 		}
 	}
+	lock := q.param("x-amz-bucket-object-lock-enabled")
+	if lock != "" && !strings.EqualFold(lock, "true") && !strings.EqualFold(lock, "false") {
+		q.fail(s3err("InvalidArgument", 400, "x-amz-bucket-object-lock-enabled is true or false"))
+		return
+	}
 	if err := s.gw.CreateBucket(ctx, q.bucket, q.key.ID); err != nil {
 		if errors.Is(err, gateway.ErrBucketExists) {
 			if owner, _ := s.gw.Owner(ctx, q.bucket); owner != q.key.ID {
@@ -149,6 +154,12 @@ func (s *Server) createBucket(q *request) {
 	}
 	if ownership != "" {
 		if err := s.gw.PutBucketConfig(ctx, q.bucket, "ownershipControls", []byte(ownership)); err != nil {
+			q.fail(err)
+			return
+		}
+	}
+	if strings.EqualFold(lock, "true") {
+		if err := s.gw.EnableObjectLock(ctx, q.bucket); err != nil { // objectlock.go
 			q.fail(err)
 			return
 		}
@@ -352,7 +363,7 @@ func (s *Server) deleteObjects(q *request) {
 		var res gateway.DeleteResult
 		var err error
 		if o.VersionId != "" {
-			res, err = s.gw.DeleteObjectVersion(q.r.Context(), q.bucket, o.Key, o.VersionId)
+			res, err = s.gw.DeleteObjectVersionWith(q.r.Context(), q.bucket, o.Key, o.VersionId, gateway.DeleteOptions{BypassGovernance: s.bypass(q, o.Key)})
 		} else {
 			res, err = s.gw.DeleteObject(q.r.Context(), q.bucket, o.Key)
 		}
@@ -451,6 +462,10 @@ func (s *Server) putObject(q *request) {
 	if opt.CustomerKey, ok = s.requestKey(q); !ok {
 		return
 	}
+	checksummed := hasChecksum(r.Header)
+	if opt.Lock, ok = s.writeLock(q, &checksummed); !ok { // objectlock.go
+		return
+	}
 	info, err := s.gw.Put(r.Context(), q.bucket, q.object, q.body, q.length, opt)
 	if err != nil {
 		q.fail(err)
@@ -530,6 +545,9 @@ func (s *Server) copyObject(q *request) {
 	}
 	opt.ACL = acl
 	opt.CustomerKey = dstKey
+	if opt.Lock, ok = s.writeLock(q, nil); !ok { // objectlock.go
+		return
+	}
 	pr, pw := io.Pipe()
 	go func() {
 		pw.CloseWithError(s.gw.ReadVersionKey(ctx, info, src.inline, src.key, pw, 0, info.Size))
@@ -774,6 +792,7 @@ func (s *Server) getObject(q *request) {
 		h.Set(k, v)
 	}
 	setTagCount(h, info.Tags)
+	setLockHeaders(h, info) // objectlock.go
 	s.setExpiration(q, info)
 	// response-* parameters override the stored headers (presigned
 	// downloads name the file this way).
@@ -901,7 +920,7 @@ func (s *Server) deleteObject(q *request) {
 	var res gateway.DeleteResult
 	var err error
 	if vid := versionID(q); vid != "" {
-		res, err = s.gw.DeleteObjectVersion(q.r.Context(), q.bucket, q.object, vid)
+		res, err = s.gw.DeleteObjectVersionWith(q.r.Context(), q.bucket, q.object, vid, gateway.DeleteOptions{BypassGovernance: s.bypass(q, q.object)})
 	} else {
 		res, err = s.gw.DeleteObject(q.r.Context(), q.bucket, q.object)
 	}

@@ -473,7 +473,11 @@ func (s *Server) sweepVersions(ctx context.Context, bucket string, rules []lcRul
 	decide()
 	var errs []error
 	for _, d := range gone {
-		if _, err := s.gw.DeleteObjectVersion(ctx, bucket, d.key, d.vid); err != nil && !errors.Is(err, gateway.ErrNoVersion) {
+		if _, err := s.gw.DeleteObjectVersion(ctx, bucket, d.key, d.vid); errors.Is(err, gateway.ErrLocked) {
+			// Kept by its object lock: expired once the lock ends.
+			s.log.Info("s3: lifecycle keeps a locked version", "bucket", bucket, "key", d.key, "version", d.vid, "rule", d.why)
+			continue
+		} else if err != nil && !errors.Is(err, gateway.ErrNoVersion) {
 			errs = append(errs, err)
 			continue
 		}

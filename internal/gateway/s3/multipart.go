@@ -49,6 +49,9 @@ func (s *Server) createUpload(q *request) {
 	if opt.CustomerKey, ok = s.requestKey(q); !ok {
 		return
 	}
+	if opt.Lock, ok = s.writeLock(q, nil); !ok { // objectlock.go
+		return
+	}
 	u, err := s.gw.CreateUpload(q.r.Context(), q.bucket, q.object, opt)
 	if err != nil {
 		q.fail(err)
@@ -205,7 +208,35 @@ func (s *Server) abortUpload(q *request) {
 	q.w.WriteHeader(http.StatusNoContent)
 }
 
+// listUploads is ListMultipartUploads: the bucket's uploads in progress
+// by key, then by initiation, as S3 lists them, with its parameters:
+// prefix, delimiter (common prefixes), key-marker and upload-id-marker
+// (resume after them), max-uploads (1-1000; 0 lists none) and
+// encoding-type=url.
 func (s *Server) listUploads(q *request) {
+	v := q.r.URL.Query()
+	prefix, delim := v.Get("prefix"), v.Get("delimiter")
+	keyMarker, idMarker := v.Get("key-marker"), v.Get("upload-id-marker")
+	limit := 1000
+	if m := v.Get("max-uploads"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 0 {
+			q.fail(s3err("InvalidArgument", 400, "max-uploads must be an integer from 0 to 2147483647"))
+			return
+		}
+		limit = min(n, 1000)
+	}
+	enc := v.Get("encoding-type")
+	if enc != "" && enc != "url" {
+		q.fail(s3err("InvalidArgument", 400, "Invalid Encoding Method specified in Request"))
+		return
+	}
+	name := func(s string) string {
+		if enc == "url" {
+			return urlEncode(s)
+		}
+		return s
+	}
 	us, err := s.gw.Uploads(q.r.Context(), q.bucket)
 	if err != nil {
 		q.fail(err)
@@ -216,20 +247,77 @@ func (s *Server) listUploads(q *request) {
 		UploadID  string `xml:"UploadId"`
 		Initiated string
 	}
+	type prefixXML struct{ Prefix string }
 	out := struct {
-		XMLName     xml.Name `xml:"ListMultipartUploadsResult"`
-		NS          string   `xml:"xmlns,attr"`
-		Bucket      string
-		MaxUploads  int
-		IsTruncated bool
-		Uploads     []uploadXML `xml:"Upload"`
-	}{NS: s3ns, Bucket: q.bucket, MaxUploads: 1000}
-	// By key, then by initiation, as S3 lists them.
+		XMLName            xml.Name `xml:"ListMultipartUploadsResult"`
+		NS                 string   `xml:"xmlns,attr"`
+		Bucket             string
+		KeyMarker          string
+		UploadIDMarker     string `xml:"UploadIdMarker"`
+		NextKeyMarker      string `xml:",omitempty"`
+		NextUploadIDMarker string `xml:"NextUploadIdMarker,omitempty"`
+		Prefix             string
+		Delimiter          string `xml:",omitempty"`
+		EncodingType       string `xml:",omitempty"`
+		MaxUploads         int
+		IsTruncated        bool
+		Uploads            []uploadXML `xml:"Upload"`
+		CommonPrefixes     []prefixXML `xml:"CommonPrefixes"`
+	}{NS: s3ns, Bucket: q.bucket, KeyMarker: name(keyMarker), UploadIDMarker: idMarker, Prefix: name(prefix),
+		Delimiter: name(delim), EncodingType: enc, MaxUploads: limit}
 	sort.Slice(us, func(i, j int) bool {
 		return us[i].Key < us[j].Key || us[i].Key == us[j].Key && us[i].Initiated.Before(us[j].Initiated)
 	})
-	for _, u := range us {
-		out.Uploads = append(out.Uploads, uploadXML{u.Key, u.ID, u.Initiated.Format(time.RFC3339)})
+	// The uploads of key-marker listed already: all of them, or those up
+	// to upload-id-marker (by ID if it is not one of them).
+	markerAt := -1
+	for i, u := range us {
+		if idMarker != "" && u.Key == keyMarker && u.ID == idMarker {
+			markerAt = i
+		}
+	}
+	// A key-marker that is a common prefix resumes past every key under it.
+	skipUnder := ""
+	if delim != "" && idMarker == "" && strings.HasPrefix(keyMarker, prefix) && strings.HasSuffix(keyMarker, delim) &&
+		strings.Contains(keyMarker[len(prefix):], delim) {
+		skipUnder = keyMarker
+	}
+	n, lastPrefix := 0, ""
+	for i, u := range us {
+		if !strings.HasPrefix(u.Key, prefix) || u.Key < keyMarker {
+			continue
+		}
+		if skipUnder != "" && strings.HasPrefix(u.Key, skipUnder) {
+			continue // a common prefix listed already
+		}
+		if u.Key == keyMarker && (idMarker == "" || markerAt >= 0 && i <= markerAt || markerAt < 0 && u.ID <= idMarker) {
+			continue
+		}
+		cp := ""
+		if delim != "" {
+			if j := strings.Index(u.Key[len(prefix):], delim); j >= 0 {
+				cp = u.Key[:len(prefix)+j+len(delim)]
+			}
+		}
+		if cp != "" && cp == lastPrefix {
+			continue
+		}
+		if n == limit {
+			out.IsTruncated = true
+			break
+		}
+		n++
+		if cp != "" {
+			lastPrefix = cp
+			out.CommonPrefixes = append(out.CommonPrefixes, prefixXML{name(cp)})
+			out.NextKeyMarker, out.NextUploadIDMarker = name(cp), ""
+			continue
+		}
+		out.Uploads = append(out.Uploads, uploadXML{name(u.Key), u.ID, u.Initiated.Format(time.RFC3339)})
+		out.NextKeyMarker, out.NextUploadIDMarker = name(u.Key), u.ID
+	}
+	if !out.IsTruncated {
+		out.NextKeyMarker, out.NextUploadIDMarker = "", ""
 	}
 	q.xml(200, out)
 }

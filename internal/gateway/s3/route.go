@@ -15,8 +15,8 @@ import (
 // (the subresource: ?uploads, ?delete, ?location; none for the plain
 // operations) name a handler, or the request gets 501 NotImplemented.
 // Query keys that only qualify an operation (prefix, uploadId, presigned
-// X-Amz-* ...) are not subresources. So ?tagging, ?acl, ?retention and the
-// rest are refused, never mistaken for a GET, a listing or an overwrite.
+// X-Amz-* ...) are not subresources. So ?torrent, ?restore and the rest
+// are refused, never mistaken for a GET, a listing or an overwrite.
 
 type target int
 
@@ -282,8 +282,10 @@ func checkHeaders(r *http.Request, opName string) error {
 		case ln == "x-amz-server-side-encryption-aws-kms-key-id", ln == "x-amz-server-side-encryption-context",
 			ln == "x-amz-server-side-encryption-bucket-key-enabled":
 			return notImpl(kmsRefusal)
-		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled" && strings.EqualFold(get(name), "true"):
-			return notImpl("Object Lock is not implemented.")
+		case strings.HasPrefix(ln, "x-amz-object-lock-"), ln == "x-amz-bucket-object-lock-enabled":
+			if err := lockHeaderErr(opName, ln, get(name)); err != nil { // objectlock.go
+				return err
+			}
 		case ln == "x-amz-website-redirect-location":
 			return notImpl("Website redirects are not implemented.")
 		case ln == "x-amz-meta-snowball-auto-extract" && strings.EqualFold(get(name), "true"):

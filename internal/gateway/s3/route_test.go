@@ -42,12 +42,13 @@ func TestRouting(t *testing.T) {
 	}
 	var cases []tc
 	cases = append(cases, tc{"HEAD", "/rtb/obj?attributes", "", nil, 501, ""})
-	for _, sub := range []string{"torrent", "retention", "legal-hold", "restore", "select&select-type=2"} {
+	for _, sub := range []string{"torrent", "restore", "select&select-type=2"} {
 		cases = append(cases, tc{"GET", "/rtb/obj?" + sub, "", nil, 501, "NotImplemented"})
 	}
 	for _, sub := range []string{"retention", "legal-hold", "acl"} {
-		if sub != "acl" { // PutObjectAcl is served
-			cases = append(cases, tc{"PUT", "/rtb/obj?" + sub, "<Retention><Mode>GOVERNANCE</Mode></Retention>", nil, 501, "NotImplemented"})
+		if sub != "acl" { // served (objectlock.go, acl.go): never the object's bytes or an overwrite
+			cases = append(cases, tc{"PUT", "/rtb/obj?" + sub, "<Retention><Mode>GOVERNANCE</Mode></Retention>", nil, 400, "MalformedXML"},
+				tc{"GET", "/rtb/obj?" + sub, "", nil, 400, "InvalidRequest"})
 		}
 		cases = append(cases, tc{"DELETE", "/rtb/obj?" + sub, "", nil, 501, "NotImplemented"})
 	}
@@ -66,9 +67,10 @@ func TestRouting(t *testing.T) {
 		"versioning", "website", "policy", "acl", "logging", "notification", "replication", "accelerate",
 		"requestPayment", "analytics", "metrics", "inventory", "intelligent-tiering", "publicAccessBlock", "versions", "session"} {
 		// Served: ACLs, policies, Block Public Access, Object Ownership
-		// (access.go, ownership.go), GET ?versions, and GET and PUT
-		// ?versioning (versioning_test.go).
-		served := sub == "policy" || sub == "acl" || sub == "publicAccessBlock" || sub == "ownershipControls"
+		// (access.go, ownership.go), GET ?versions, GET and PUT
+		// ?versioning (versioning_test.go) and ?object-lock
+		// (objectlock_test.go).
+		served := sub == "policy" || sub == "acl" || sub == "publicAccessBlock" || sub == "ownershipControls" || sub == "object-lock"
 		if sub != "versions" && sub != "versioning" && !served && sub != "policyStatus" {
 			cases = append(cases, tc{"GET", "/rtb?" + sub, "", nil, 501, "NotImplemented"})
 		}
@@ -112,7 +114,10 @@ func TestRouting(t *testing.T) {
 		tc{"DELETE", "/rtb/obj", "", []string{"x-amz-acl", "public-read"}, 400, "InvalidArgument"},
 		tc{"DELETE", "/rtb/obj", "", []string{"x-amz-grant-read", "id=alice"}, 400, "InvalidArgument"},
 		tc{"GET", "/rtb/obj", "", []string{"x-amz-acl", "private"}, 200, ""},
-		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-object-lock-mode", "COMPLIANCE"}, 501, "NotImplemented"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-object-lock-mode", "COMPLIANCE"}, 400, "InvalidArgument"},
+		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-object-lock-legal-hold", "ON"}, 400, "InvalidRequest"},
+		tc{"GET", "/rtb?object-lock", "", nil, 404, "ObjectLockConfigurationNotFoundError"},
+		tc{"PUT", "/rtb?object-lock", "<X/>", nil, 400, "MalformedXML"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "aws:a=b"}, 400, "InvalidTag"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "a=b&a=c"}, 400, "InvalidTag"},
 		tc{"PUT", "/rtb/obj", "evil", []string{"x-amz-tagging", "a=%zz"}, 400, "InvalidArgument"},

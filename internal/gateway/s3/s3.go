@@ -199,6 +199,8 @@ func mapErr(err error) *Error {
 		return s3err("InvalidPart", 400, err.Error())
 	case keyErr(err, false) != nil:
 		return keyErr(err, false)
+	case lockErr(err) != nil: // objectlock.go
+		return lockErr(err)
 	}
 	return errInternal
 }
