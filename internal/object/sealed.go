@@ -90,6 +90,9 @@ func (c *Client) LeaseFor(si sharefile.SI) (sharestore.Lease, error) {
 // not answer, or answers with another trailer, confirms nothing.
 func (c *Client) ConfirmShares(ctx context.Context, si sharefile.SI, want [][]byte, shares []ShareResult) []ShareResult {
 	tg, _ := c.grid.(TrailerGrid)
+	// The grid learns the nodes' addresses from its member list (the
+	// uploader may have reached the helper through another client).
+	c.grid.Nodes(ctx)
 	byNode := map[string][]ShareResult{}
 	for _, sr := range shares {
 		if sr.Err == nil && sr.Share >= 0 && sr.Share < len(want) {
