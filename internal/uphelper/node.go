@@ -23,6 +23,12 @@ type NodeConfig struct {
 	Logger *slog.Logger
 }
 
+// LagBytes is object.Options.LagBytes of a node's helper: the share
+// bytes one upload may hold for shares behind the happy-th fastest node
+// (a quarter of a direct upload's default), so that Uploads at once hold
+// at most Uploads × 16 MiB of them.
+const LagBytes = 16 << 20
+
 // Mount returns what nsnode.Config.Helper wants: once the node is up, a
 // helper that places shares through the node's own client of the grid
 // (its identity, its dialer), acknowledging at happiness and completing
@@ -44,6 +50,7 @@ func Mount(cfg NodeConfig) func(n *node.Node) http.Handler {
 				return m.Sum(nil)
 			},
 			AckAtHappy: true,
+			LagBytes:   LagBytes,
 			Stall:      cfg.Stall,
 			Logger:     log,
 		})
