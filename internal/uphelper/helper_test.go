@@ -457,3 +457,84 @@ func TestHelperBadRequests(t *testing.T) {
 		t.Errorf("resolve of no member: %v", err)
 	}
 }
+
+// A helper busy with its most uploads refuses one more (503) and
+// PutVia uploads it directly instead, saying why.
+func TestBusyHelperFallsBackToDirect(t *testing.T) {
+	ln := linkemu.New(6)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln, Helper: func(i int) func(*node.Node) http.Handler {
+		if i != 0 {
+			return nil
+		}
+		return uphelper.Mount(uphelper.NodeConfig{Uploads: 1, Stall: 5 * time.Second})
+	}})
+	ln.SetHost(clientHost, linkemu.HostLimit{Up: 50_000})
+	slow := newClient(t, g, ln, clientHost)
+	other := newClient(t, g, ln, fastHost)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	helper := string(g.Nodes[0].ID())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := slow.up.Put(ctx, helper, bytes.NewReader(data(60, size)), size, p, 7)
+		done <- err
+	}()
+	for slow.sent.Load() < 60_000 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	in := data(61, size)
+	_, _, err := other.up.Put(ctx, helper, bytes.NewReader(in), size, p, 7)
+	if !errors.Is(err, uphelper.ErrHelperFailed) || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("second upload to a helper of one: %v, want ErrHelperFailed saying busy", err)
+	}
+	rc, path, err := other.up.PutVia(ctx, helper, false, bytes.NewReader(in), size, p, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path.Helper || !strings.Contains(path.Why, "after the helper failed") {
+		t.Errorf("PutVia with the helper busy: helper %v, %q", path.Helper, path.Why)
+	}
+	readBack(t, g, rc, in)
+	if err := <-done; err != nil {
+		t.Fatalf("the first upload through the helper: %v", err)
+	}
+}
+
+// A client that stops sending mid-upload, its connection still open,
+// is cut off after the helper's BodyStall and its slot freed.
+func TestStalledUploadCutOff(t *testing.T) {
+	ln := linkemu.New(7)
+	g := testgrid.New(t, testgrid.Options{Nodes: 3, Net: ln, Helper: func(i int) func(*node.Node) http.Handler {
+		if i != 0 {
+			return nil
+		}
+		return uphelper.Mount(uphelper.NodeConfig{Uploads: 1, BodyStall: time.Second})
+	}})
+	c := newClient(t, g, ln, clientHost)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	helper := string(g.Nodes[0].ID())
+	if _, err := c.nc.Members(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write(make([]byte, 1000)) // then nothing, and no end
+	req, _ := http.NewRequestWithContext(ctx, "POST", "https://"+helper+uphelper.PathUpload+
+		"?k=1&n=3&seg=4096&happy=2&si=00112233445566778899aabbccddeeff", pr)
+	req.Header.Set("X-Quilt-Lease", strings.Repeat("ab", 32))
+	req.Header.Set("X-Quilt-Cancel", strings.Repeat("cd", 32))
+	resp, err := c.nc.HTTP().Do(req)
+	if err != nil {
+		t.Fatalf("the stalled upload got no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || !strings.Contains(string(b), "no progress") {
+		t.Fatalf("stalled upload: %s %q, want an error saying it made no progress", resp.Status, b)
+	}
+	st, err := uphelper.HelperStatus(ctx, c.nc, helper, codec.Params{K: 1, N: 3, SegmentSize: 4096}, 2)
+	if err != nil || st.Busy != 0 {
+		t.Fatalf("after the stalled upload: %+v, %v; want no upload busy", st, err)
+	}
+}

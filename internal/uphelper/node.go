@@ -19,8 +19,10 @@ type NodeConfig struct {
 	Uploads int
 	// Stall is object.Options.Stall of the helper's placing; default
 	// the object layer's.
-	Stall  time.Duration
-	Logger *slog.Logger
+	Stall time.Duration
+	// BodyStall is Config.BodyStall.
+	BodyStall time.Duration
+	Logger    *slog.Logger
 }
 
 // LagBytes is object.Options.LagBytes of a node's helper: the share
@@ -54,6 +56,6 @@ func Mount(cfg NodeConfig) func(n *node.Node) http.Handler {
 			Stall:      cfg.Stall,
 			Logger:     log,
 		})
-		return NewServer(Config{Objects: obj, Uploads: cfg.Uploads, Logger: log})
+		return NewServer(Config{Objects: obj, Uploads: cfg.Uploads, BodyStall: cfg.BodyStall, Logger: log})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -45,6 +46,10 @@ type Config struct {
 	// per share in memory (object.Put's bound) and nothing on disk.
 	// Default DefaultUploads.
 	Uploads int
+	// BodyStall is how long an upload's body may deliver no byte before
+	// the upload fails (its shares cut off, its slot freed); default
+	// 60 s, as a node's share uploads (node.Config.BodyStall).
+	BodyStall time.Duration
 	// Logger receives one line per upload.
 	Logger *slog.Logger
 }
@@ -63,6 +68,9 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.BodyStall <= 0 {
+		cfg.BodyStall = 60 * time.Second
 	}
 	return &Server{cfg: cfg, slot: make(chan struct{}, cfg.Uploads), log: cfg.Logger}
 }
@@ -152,7 +160,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	vc, rep, err := s.cfg.Objects.PutSealed(r.Context(), r.Body, size, p, si, happy, lease)
+	body := &stallBody{r: r.Body, rc: http.NewResponseController(w), stall: s.cfg.BodyStall}
+	defer body.done()
+	vc, rep, err := s.cfg.Objects.PutSealed(r.Context(), body, size, p, si, happy, lease)
 	if err != nil {
 		s.log.Info("helper upload failed", "si", hex.EncodeToString(si[:4]), "err", err)
 		code := http.StatusBadGateway
@@ -245,5 +255,43 @@ func leaseHeaders(h http.Header, l sharestore.Lease) {
 	h.Set(hdrCancel, hex.EncodeToString(l.Cancel[:]))
 	if !l.Expires.IsZero() {
 		h.Set(hdrExpire, strconv.FormatInt(l.Expires.Unix(), 10))
+	}
+}
+
+// stallBody reads an upload's body under a rolling read deadline, so a
+// client that stops sending without closing its connection does not
+// hold a slot of the helper for ever.
+type stallBody struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	stall time.Duration
+	set   time.Time
+	ok    bool // the connection takes deadlines
+	began bool
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	if !b.began {
+		b.began = true
+		b.set = time.Now()
+		b.ok = b.rc.SetReadDeadline(b.set.Add(b.stall)) == nil
+	}
+	n, err := b.r.Read(p)
+	if n > 0 && b.ok {
+		if now := time.Now(); now.Sub(b.set) >= b.stall/8 {
+			b.set = now
+			b.rc.SetReadDeadline(now.Add(b.stall))
+		}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("uphelper: upload made no progress for %v: %w", b.stall, err)
+	}
+	return n, err
+}
+
+// done lifts the deadline for the connection's next request.
+func (b *stallBody) done() {
+	if b.ok {
+		b.rc.SetReadDeadline(time.Time{})
 	}
 }
