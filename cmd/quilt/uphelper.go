@@ -95,8 +95,10 @@ func putThroughHelper(ctx context.Context, s *session, h helperFlags, in io.Read
 	if !path.Helper {
 		return putDone(ctx, s, rc, path.Direct, happy, verbose)
 	}
-	registerRepair(ctx, s, rc)
 	rep := path.Through
+	if rep.Answer.Registered == 0 {
+		registerRepair(ctx, s, rc)
+	}
 	if verbose {
 		confirmed := map[int]bool{}
 		for _, sr := range rep.Confirmed {

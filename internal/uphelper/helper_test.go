@@ -199,6 +199,22 @@ func TestHelperUploadSendsFileOnce(t *testing.T) {
 	}
 	readBack(t, g, rc, in)
 
+	// The helper put the verify capability in the repair registry.
+	if rep.Answer.Registered == 0 {
+		t.Error("the helper registered the object with no node's repair registry")
+	}
+	entries, err := c.nc.Registry(ctx, string(g.Nodes[5].ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range entries {
+		found = found || e == rc.Verify().String()
+	}
+	if !found {
+		t.Errorf("node 5's repair registry has no entry of the object (%d entries)", len(entries))
+	}
+
 	// What the helper got: sealed segments, never the plaintext or key.
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -1,6 +1,7 @@
 package uphelper
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,8 +9,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/repairer"
 	"github.com/quilt-grid/quilt/internal/sharefile"
 )
 
@@ -56,6 +59,8 @@ func Mount(cfg NodeConfig) func(n *node.Node) http.Handler {
 			Stall:      cfg.Stall,
 			Logger:     log,
 		})
-		return NewServer(Config{Objects: obj, Uploads: cfg.Uploads, BodyStall: cfg.BodyStall, Logger: log})
+		nc := n.LocalClient()
+		register := func(ctx context.Context, vc codec.VerifyCap) (int, error) { return repairer.Register(ctx, nc, vc) }
+		return NewServer(Config{Objects: obj, Uploads: cfg.Uploads, BodyStall: cfg.BodyStall, Register: register, Logger: log})
 	}
 }

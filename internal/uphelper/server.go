@@ -1,6 +1,7 @@
 package uphelper
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -46,6 +47,11 @@ type Config struct {
 	// per share in memory (object.Put's bound) and nothing on disk.
 	// Default DefaultUploads.
 	Uploads int
+	// Register, if set, puts the verify capability of every object
+	// placed in the grid's repair registry (repairer.Register), before
+	// the answer, as a direct upload's uploader does; it returns how
+	// many nodes took it.
+	Register func(ctx context.Context, vc codec.VerifyCap) (int, error)
 	// BodyStall is how long an upload's body may deliver no byte before
 	// the upload fails (its shares cut off, its slot freed); default
 	// 60 s, as a node's share uploads (node.Config.BodyStall).
@@ -88,12 +94,15 @@ type Status struct {
 
 // Answer is what a helper answers to an upload.
 type Answer struct {
-	Root      string        `json:"root"` // hex of the object root
-	Size      int64         `json:"size"` // plaintext bytes
-	Happiness int           `json:"happiness"`
-	Zones     int           `json:"zones"`
-	Pending   int           `json:"pending"` // shares still being placed
-	Shares    []AnswerShare `json:"shares"`
+	Root      string `json:"root"` // hex of the object root
+	Size      int64  `json:"size"` // plaintext bytes
+	Happiness int    `json:"happiness"`
+	Zones     int    `json:"zones"`
+	Pending   int    `json:"pending"` // shares still being placed
+	// Registered is how many nodes took the object's verify capability
+	// into their repair registry (0: the uploader should register it).
+	Registered int           `json:"registered"`
+	Shares     []AnswerShare `json:"shares"`
 }
 
 // AnswerShare is where the helper says one share went.
@@ -174,6 +183,14 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("helper upload", "si", hex.EncodeToString(si[:4]), "bytes", vc.Size, "happiness", rep.Happiness, "pending", rep.Pending, "took", time.Since(start))
 	a := Answer{Root: hex.EncodeToString(vc.Root[:]), Size: vc.Size, Happiness: rep.Happiness, Zones: rep.Zones, Pending: rep.Pending}
+	if s.cfg.Register != nil {
+		rctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		a.Registered, err = s.cfg.Register(rctx, vc)
+		cancel()
+		if err != nil {
+			s.log.Info("helper upload not in the repair registry", "si", hex.EncodeToString(si[:4]), "err", err)
+		}
+	}
 	for _, sr := range rep.Shares {
 		as := AnswerShare{Share: sr.Share, Node: sr.Node}
 		switch {
