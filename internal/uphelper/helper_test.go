@@ -359,10 +359,14 @@ func TestHelperKilledMidUpload(t *testing.T) {
 }
 
 // Behind a throttled uplink, the measured links make Choose take the
-// helper; on a fast link, they do not.
+// helper; on a fast link, where the nodes (1 MB/s each) are the limit
+// for the client and the helper alike, they do not.
 func TestChooseHelperBehindSlowUplink(t *testing.T) {
 	ln := linkemu.New(4)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln, Helper: helperOn(0, nil)})
+	for i := range 10 {
+		ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Down: 1_000_000})
+	}
 	ln.SetHost(clientHost, linkemu.HostLimit{Up: 100_000})
 	slow := newClient(t, g, ln, clientHost)
 	fast := newClient(t, g, ln, fastHost)
