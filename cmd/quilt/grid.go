@@ -60,7 +60,7 @@ func runNode(ctx context.Context, args []string) error {
 	rebalanceMax := fs.String("rebalance-max", "1GiB", "most bytes of shares one rebalancing pass moves away")
 	rebalanceMinAge := fs.Duration("rebalance-min-age", repairer.DefaultRebalanceMinAge, "rebalancing leaves the shares stored more recently than this where they are (their object's upload may still be under way)")
 	helperOn := fs.Bool("helper", false, "also serve an upload helper: clients with slow uplinks send it an object's ciphertext once and it erasure-codes and places the shares from this node's links (it never sees keys; docs/grid.md, \"Upload helper\")")
-	helperUploads := fs.Int("helper-uploads", uphelper.DefaultUploads, "with --helper: most uploads the helper runs at once (each holds a few segments per share in memory, nothing on disk); more are refused and go direct")
+	helperUploads := fs.Int("helper-uploads", uphelper.DefaultUploads, "with --helper: most uploads the helper runs at once (each holds a few segments per share and at most 16 MiB of lagging shares in memory, nothing on disk); more are refused and go direct")
 	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
