@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/node"
@@ -12,7 +13,7 @@ import (
 type daemon = nsnode.Node
 
 // startDaemon starts a node that also replicates namespaces, keeping them
-// in DIR/ns.db.
-func startDaemon(ctx context.Context, cfg node.Config, syncEvery time.Duration) (*daemon, error) {
-	return nsnode.Start(ctx, nsnode.Config{Node: cfg, SyncInterval: syncEvery})
+// in DIR/ns.db, and serves an upload helper when helper is set.
+func startDaemon(ctx context.Context, cfg node.Config, syncEvery time.Duration, helper func(*node.Node) http.Handler) (*daemon, error) {
+	return nsnode.Start(ctx, nsnode.Config{Node: cfg, SyncInterval: syncEvery, Helper: helper})
 }

@@ -60,8 +60,12 @@ func (s *s3Service) Close() {
 
 // openGateway opens the gateway whose state is in dir, on the grid of s.
 func openGateway(ctx context.Context, s *session, dir string, log *slog.Logger) (*gateway.Gateway, error) {
-	return gateway.Open(ctx, gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax, SegmentSize: segmentSize,
-		LeaseRenew: renewEvery, CancelDelay: cancelDelay, References: volumeRefs(s.objects)})
+	cfg := gateway.Config{Dir: dir, Nodes: s.nodes, Objects: s.objects, Logger: log, Inline: inlineMax, SegmentSize: segmentSize,
+		LeaseRenew: renewEvery, CancelDelay: cancelDelay, References: volumeRefs(s.objects)}
+	if uploadHelper.addr != "" {
+		cfg.Upload = helperUpload(s, uploadHelper)
+	}
+	return gateway.Open(ctx, cfg)
 }
 
 // volumeRefs returns the gateway.Config.References of the block volumes
@@ -137,6 +141,10 @@ func checkGatewayLeases(g *gridFlags) error {
 // inlineMax is --inline of quilt gateway: objects up to this size live in
 // their namespace entry.
 var inlineMax = 4096
+
+// uploadHelper is --upload-helper of quilt gateway and quilt up: the
+// upload helper the gateway's objects go through (none: direct).
+var uploadHelper helperFlags
 
 // segmentSize is --segment-size of quilt gateway: the segment size of the
 // grid objects it stores (0: the default, 1 MiB).
@@ -318,6 +326,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.StringVar(&sw.publicURL, "public-url", "", "Swift: base URL clients reach this gateway by, for the catalog (default: http://the --swift address)")
 	fs.DurationVar(&sw.ttl, "token-ttl", keystone.DefaultTTL, "Swift: how long a token lives")
 	fs.IntVar(&inlineMax, "inline", 4096, "objects up to this many bytes are kept in the bucket's log, not as erasure-coded grid objects")
+	uploadHelper.register(fs, "upload-helper")
 	segSize := fs.String("segment-size", "1MiB", "segment size of the grid objects stored (smaller on slow links: a reader notices a slow holder sooner and spreads over more holders)")
 	metricsAddr := fs.String("metrics", "", metricsHelp)
 	bodyTimeout := s3BodyTimeoutFlag(fs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,6 +20,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/metrics"
 	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/repairer"
+	"github.com/quilt-grid/quilt/internal/uphelper"
 )
 
 const checkBlocksHelp = "hash every block of every share on arrival and refuse damaged ones at once (costs CPU on every byte stored); by default a node checks each upload's header, length and hash tree, and the blocks are checked by every reader and by scrub"
@@ -57,6 +59,8 @@ func runNode(ctx context.Context, args []string) error {
 	rebalanceSpread := fs.Float64("rebalance-spread", repairer.DefaultSpread, "how far above the grid's used fraction of capacity this node's must be (0.05: 5 points) before it rebalances; it goes on until within a tenth of that")
 	rebalanceMax := fs.String("rebalance-max", "1GiB", "most bytes of shares one rebalancing pass moves away")
 	rebalanceMinAge := fs.Duration("rebalance-min-age", repairer.DefaultRebalanceMinAge, "rebalancing leaves the shares stored more recently than this where they are (their object's upload may still be under way)")
+	helperOn := fs.Bool("helper", false, "also serve an upload helper: clients with slow uplinks send it an object's ciphertext once and it erasure-codes and places the shares from this node's links (it never sees keys; docs/grid.md, \"Upload helper\")")
+	helperUploads := fs.Int("helper-uploads", uphelper.DefaultUploads, "with --helper: most uploads the helper runs at once (each holds a few segments per share and at most 16 MiB of lagging shares in memory, nothing on disk); more are refused and go direct")
 	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -134,7 +138,11 @@ func runNode(ctx context.Context, args []string) error {
 			startCtx, cancel = context.WithTimeout(ctx, *joinTimeout)
 		}
 	}
-	n, err := startDaemon(startCtx, cfg, *syncEvery)
+	var helper func(*node.Node) http.Handler
+	if *helperOn {
+		helper = uphelper.Mount(uphelper.NodeConfig{Uploads: *helperUploads, Logger: cfg.Logger})
+	}
+	n, err := startDaemon(startCtx, cfg, *syncEvery, helper)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return errInterrupted
@@ -217,6 +225,8 @@ func runUp(ctx context.Context, args []string) error {
 	s3BlockPub := s3BlockPublicFlag(fs)
 	s3InsecureSSEC := s3InsecureSSECFlag(fs)
 	s3LifecycleEvery := s3LifecycleFlag(fs)
+	upHelper := fs.Bool("helper", false, "every node also serves an upload helper (quilt node --helper)")
+	uploadHelper.register(fs, "upload-helper")
 	addConfigFlag(fs)
 	if err := parseArgs(fs, args, 0); err != nil {
 		return err
@@ -281,7 +291,11 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		defer rel()
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
-		n, err := startDaemon(sctx, cfg, 5*time.Second)
+		var helper func(*node.Node) http.Handler
+		if *upHelper {
+			helper = uphelper.Mount(uphelper.NodeConfig{Logger: cfg.Logger})
+		}
+		n, err := startDaemon(sctx, cfg, 5*time.Second, helper)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("node %d: %w", i+1, err)

@@ -26,6 +26,8 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	quick := fs.Bool("quick", false, "the small variant: a few minutes on two cores")
 	segSize := fs.String("segment-size", "", "write-read: segment size of Quilt's files (default 1MiB)")
 	waitAll := fs.Bool("wait-all", false, "write-read: Quilt's writes wait for every share instead of returning at happiness (the behaviour before early acknowledgement, for comparison)")
+	helper := fs.String("helper", "", "write-read: run an upload helper on this storage node (its name, or best-node: the one with the fastest uplink) and send the writes of client --helper-for through it")
+	helperFor := fs.String("helper-for", "worst", "write-read with --helper: the client whose writes go through the helper")
 	out := fs.String("out", "", "results directory (default lab-results/EXPERIMENT)")
 	work := fs.String("work", "", "scratch directory for node data (default: a temporary one, removed after)")
 	withTahoe := fs.Bool("tahoe", false, "write-read, sshfs-fio: also measure Tahoe-LAFS (installed from PyPI into a venv) behind the same links")
@@ -81,7 +83,8 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 			return fmt.Errorf("--segment-size %q: want a size such as 256KiB", *segSize)
 		}
 	}
-	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv, WaitAll: *waitAll, SegmentSize: int(seg)}
+	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv, WaitAll: *waitAll, SegmentSize: int(seg),
+		Helper: *helper, HelperFor: *helperFor}
 	if *doors != "" {
 		env.Doors = strings.Split(*doors, ",")
 	}

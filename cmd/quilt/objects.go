@@ -13,7 +13,6 @@ import (
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/object"
-	"github.com/quilt-grid/quilt/internal/repairer"
 )
 
 // encodingFlags are the per-upload encoding choices.
@@ -54,6 +53,8 @@ func runPut(ctx context.Context, args []string) error {
 	g.registerWaitAll(fs)
 	e.register(fs)
 	verbose := fs.Bool("v", false, "say where each share went, and print the verify capability (for 'quilt check') on standard error")
+	var h helperFlags
+	h.register(fs, "helper")
 	if err := parseArgs(fs, args, 1); err != nil {
 		return err
 	}
@@ -85,6 +86,12 @@ func runPut(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if h.addr != "" {
+		return putThroughHelper(ctx, s, h, in, size, p, e.happy, *verbose)
+	}
+	if *verbose {
+		fmt.Fprintln(os.Stderr, "path: direct (no --helper)")
+	}
 	bar := startProgress("put", size)
 	rc, rep, err := s.objects.Put(ctx, bar.reader(in), size, p, e.happy)
 	bar.finish()
@@ -95,12 +102,14 @@ func runPut(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The grid's repairers look after the object from its verify
-	// capability; a registry that no node took only loses that.
-	if _, rerr := repairer.Register(ctx, s.nodes, rc.Verify()); rerr != nil {
-		fmt.Fprintf(os.Stderr, "warning: the object's verify capability is in no node's repair registry: %v\n", rerr)
-	}
-	if *verbose {
+	return putDone(ctx, s, rc, rep, e.happy, *verbose)
+}
+
+// putDone registers an object stored directly for repair, reports it,
+// prints its capability and waits for its background completion.
+func putDone(ctx context.Context, s *session, rc codec.ReadCap, rep *object.PutReport, happy int, verbose bool) error {
+	registerRepair(ctx, s, rc)
+	if verbose {
 		for _, sh := range rep.Shares {
 			status := "stored"
 			if errors.Is(sh.Err, object.ErrPending) {
@@ -110,7 +119,7 @@ func runPut(ctx context.Context, args []string) error {
 			}
 			fmt.Fprintf(os.Stderr, "share %2d  node %.8s  %s\n", sh.Share, sh.Node, status)
 		}
-		fmt.Fprintf(os.Stderr, "%s durable on %d nodes in %d zones (happy %d), %d shares still being placed\n", human(rep.Bytes), rep.Happiness, rep.Zones, e.happy, rep.Pending)
+		fmt.Fprintf(os.Stderr, "%s durable on %d nodes in %d zones (happy %d), %d shares still being placed\n", human(rep.Bytes), rep.Happiness, rep.Zones, happy, rep.Pending)
 		fmt.Fprintf(os.Stderr, "verify capability (checks and repairs, cannot read): %s\n", rc.Verify())
 	}
 	if ms, err := s.nodes.Members(ctx, 1e9); err == nil {
@@ -126,7 +135,7 @@ func runPut(ctx context.Context, args []string) error {
 			fmt.Fprintf(os.Stderr, "interrupted: %d shares left for the grid's repairers to place\n", rep.Pending)
 			return nil
 		}
-		if *verbose || !brep.Healthy {
+		if verbose || !brep.Healthy {
 			placed := 0
 			for _, sr := range brep.Uploaded {
 				if sr.Err == nil {

@@ -230,6 +230,12 @@ func (c *Codec) Encode(seg *Segment, index int64, last bool, plain []byte) error
 	data := seg.buf[:bs*c.p.K]
 	c.aead.Seal(data[:0], nonce(index), plain, aad(index, last))
 	clear(data[ctLen:])
+	return c.code(seg, index, bs)
+}
+
+// code erasure-codes the k data blocks of bs bytes at the start of
+// seg.buf (the sealed segment, zero-padded) and hashes all n blocks.
+func (c *Codec) code(seg *Segment, index int64, bs int) error {
 	for i := range c.p.N {
 		seg.Blocks[i] = seg.buf[i*bs : (i+1)*bs : (i+1)*bs]
 	}

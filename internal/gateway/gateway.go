@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/atomicfile"
+	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/dag"
 	"github.com/quilt-grid/quilt/internal/namespace"
 	"github.com/quilt-grid/quilt/internal/node"
@@ -83,6 +84,10 @@ type Config struct {
 	Dir     string         // state: registry key and capability, replica (required)
 	Nodes   *node.Client   // the grid's nodes
 	Objects *object.Client // objects on the grid
+	// Upload, if set, stores the grid objects instead of Objects.Put:
+	// through an upload helper (package uphelper; quilt gateway
+	// --upload-helper). It returns the object's read capability.
+	Upload func(ctx context.Context, r io.Reader, size int64, p codec.Params, happy int) (codec.ReadCap, error)
 	// Inline is the largest object kept in its namespace entry rather
 	// than as a grid object; default 4096.
 	Inline int

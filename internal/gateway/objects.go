@@ -303,6 +303,9 @@ func (g *Gateway) putObject(ctx context.Context, r io.Reader, size int64) (codec
 	if g.cfg.SegmentSize > 0 {
 		p.SegmentSize = g.cfg.SegmentSize
 	}
+	if g.cfg.Upload != nil {
+		return g.cfg.Upload(ctx, r, size, p, max(1, min(alive, 7, p.N)))
+	}
 	rc, _, err := g.cfg.Objects.Put(ctx, r, size, p, max(1, min(alive, 7, p.N)))
 	return rc, err
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/nsnode"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/sharefile"
+	"github.com/quilt-grid/quilt/internal/uphelper"
 )
 
 // Cluster is a Quilt grid running in this process under a scenario's
@@ -65,7 +67,10 @@ type ClusterOptions struct {
 	Gossip func(*memberlist.Config)
 	// Fsync makes nodes fsync shares, as in production (the lab's
 	// default is not to, so runs measure the network, not the disk).
-	Fsync  bool
+	Fsync bool
+	// Helper, if set, is the name of the storage node that also runs an
+	// upload helper (quilt node --helper).
+	Helper string
 	Seed   int64
 	Logger *slog.Logger
 }
@@ -163,7 +168,11 @@ func (c *Cluster) startNode(ctx context.Context, i int, sn scenario.Node, opt Cl
 		cfg.Join = &inv
 	}
 	if opt.Namespaces {
-		nn, err := nsnode.Start(ctx, nsnode.Config{Node: cfg, Prepare: func(db *namespace.DB) error {
+		var helper func(*node.Node) http.Handler
+		if sn.Name == opt.Helper {
+			helper = uphelper.Mount(uphelper.NodeConfig{Logger: opt.Logger})
+		}
+		nn, err := nsnode.Start(ctx, nsnode.Config{Node: cfg, Helper: helper, Prepare: func(db *namespace.DB) error {
 			if opt.OnAdmit != nil {
 				db.OnAdmit = func(ns dag.NSID, raws [][]byte) { opt.OnAdmit(i, ns, raws) }
 			}
@@ -175,6 +184,9 @@ func (c *Cluster) startNode(ctx context.Context, i int, sn scenario.Node, opt Cl
 		}
 		cn.Node, cn.Rep, cn.DB, cn.nn = nn.Node, nn.Replica, nn.DB, nn
 		return cn, nil
+	}
+	if sn.Name == opt.Helper {
+		cfg.Mount = uphelper.Mount(uphelper.NodeConfig{Logger: opt.Logger})
 	}
 	n, err := node.Start(ctx, cfg)
 	if err != nil {

@@ -76,6 +76,13 @@ type Env struct {
 	// SegmentSize is the segment size of write-read's Quilt files; 0:
 	// codec.DefaultParams' (1 MiB).
 	SegmentSize int
+	// Helper, if set, runs an upload helper on a storage node for
+	// write-read: the node's name, or "best-node" for the one with the
+	// fastest uplink. The writes of client HelperFor go through it.
+	Helper string
+	// HelperFor is the client whose writes go through Helper; default
+	// "worst".
+	HelperFor string
 	// Scale multiplies parallel-transfers' file sizes (the paper's go to
 	// 1 GB); 0 means 1, or 0.01 with Quick.
 	Scale float64

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,4 +170,40 @@ func TestConvergenceRefusesScenario(t *testing.T) {
 		t.Fatal("convergence ran on qmpsu")
 	}
 	t.Log(err)
+}
+
+// --helper names a storage node of the scenario, or best-node (the one
+// with the fastest uplink), for a client of the scenario; anything else
+// is a clear error.
+func TestHelperOf(t *testing.T) {
+	sc, err := scenario.Builtin("qmpsu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fastest string
+	var up int64 = -1
+	for _, s := range sc.Role("storage") {
+		if s.Up > up {
+			fastest, up = s.Name, s.Up
+		}
+	}
+	for _, tc := range []struct{ helper, for_, node, client, err string }{
+		{"", "", "", "", ""},
+		{"best-node", "", fastest, "worst", ""},
+		{"s05", "best", "s05", "best", ""},
+		{"nosuch", "", "", "", "no such storage node"},
+		{"best", "", "", "", "no such storage node"},
+		{"s05", "nobody", "", "", "no such client"},
+	} {
+		node, client, err := helperOf(&Env{Scenario: sc, Helper: tc.helper, HelperFor: tc.for_})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("--helper %q --helper-for %q: %v, want an error with %q", tc.helper, tc.for_, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || node != tc.node || client != tc.client {
+			t.Errorf("--helper %q --helper-for %q: %q %q %v, want %q %q", tc.helper, tc.for_, node, client, err, tc.node, tc.client)
+		}
+	}
 }

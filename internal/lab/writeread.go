@@ -13,6 +13,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/lab/report"
 	"github.com/quilt-grid/quilt/internal/object"
+	"github.com/quilt-grid/quilt/internal/uphelper"
 )
 
 // recordSize is the record length of the IOzone runs in the Tahoe-LAFS
@@ -119,11 +120,22 @@ func runWriteRead(ctx context.Context, env *Env) error {
 		return err
 	}
 	env.logf("starting %d Quilt nodes", len(sc.Role("storage")))
-	cl, err := StartCluster(ctx, sc, ClusterOptions{Dir: filepath.Join(work, "quilt"), Seed: env.Seed})
+	helperNode, helperFor, err := helperOf(env)
+	if err != nil {
+		return err
+	}
+	cl, err := StartCluster(ctx, sc, ClusterOptions{Dir: filepath.Join(work, "quilt"), Seed: env.Seed, Helper: helperNode})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	var helperID string
+	for _, cn := range cl.Nodes {
+		if cn.Name == helperNode {
+			helperID = string(cn.Node.ID())
+			env.logf("upload helper on %s (%.8s) for client %s", helperNode, helperID, helperFor)
+		}
+	}
 
 	// Tahoe-LAFS, if asked for, runs beside it on the same emulated
 	// network.
@@ -147,17 +159,32 @@ func runWriteRead(ctx context.Context, env *Env) error {
 	var order []key
 	seed := uint64(env.Seed)
 	for _, c := range clients {
-		_, oc, err := cl.ClientWith(c.Name, func(o *object.Options) { o.AckAtHappy = !env.WaitAll })
+		nc, oc, err := cl.ClientWith(c.Name, func(o *object.Options) { o.AckAtHappy = !env.WaitAll })
 		if err != nil {
 			return err
 		}
 		var last *object.PutReport
+		name := "quilt"
+		if helperID != "" && c.Name == helperFor {
+			name = "quilt+helper"
+		}
 		systems := []system{{
-			name: "quilt",
+			name: name,
 			put: func(ctx context.Context, r io.Reader, size int64) (string, error) {
 				p := codec.DefaultParams()
 				if env.SegmentSize > 0 {
 					p.SegmentSize = env.SegmentSize
+				}
+				if name == "quilt+helper" {
+					// The shares the helper places after the
+					// acknowledgement are its own to finish.
+					last = nil
+					u := &uphelper.Uploader{Nodes: nc, Objects: oc}
+					rc, rep, err := u.Put(ctx, helperID, r, size, p, 7)
+					if err == nil {
+						env.logf("quilt+helper: sent %d bytes of ciphertext; helper acknowledged on %d nodes (%d checked), %d shares pending", rep.Sent, rep.Answer.Happiness, rep.ConfirmedNodes, rep.Answer.Pending)
+					}
+					return rc.String(), err
 				}
 				rc, rep, err := oc.Put(ctx, r, size, p, 7)
 				last = rep
@@ -275,4 +302,46 @@ func sizeTicks(sizes []int64) []report.Tick {
 		t = append(t, report.Tick{Value: float64(sizes[i]), Label: report.SizeLabel(sizes[i])})
 	}
 	return t
+}
+
+// helperOf resolves Env.Helper to a storage node's name ("best-node":
+// the one with the fastest uplink, unlimited counting fastest) and the
+// client whose writes go through it.
+func helperOf(env *Env) (node, client string, err error) {
+	if env.Helper == "" {
+		return "", "", nil
+	}
+	client = env.HelperFor
+	if client == "" {
+		client = "worst"
+	}
+	sc := env.Scenario
+	if len(sc.Role("client")) > 0 {
+		found := false
+		for _, c := range sc.Role("client") {
+			found = found || c.Name == client
+		}
+		if !found {
+			return "", "", fmt.Errorf("lab: --helper-for %q: scenario %s has no such client", client, sc.Name)
+		}
+	}
+	if env.Helper != "best-node" {
+		for _, s := range sc.Role("storage") {
+			if s.Name == env.Helper {
+				return s.Name, client, nil
+			}
+		}
+		return "", "", fmt.Errorf("lab: --helper %q: scenario %s has no such storage node (or say best-node)", env.Helper, sc.Name)
+	}
+	var best int64 = -1
+	for _, s := range sc.Role("storage") {
+		up := s.Up
+		if up == 0 {
+			up = 1 << 62
+		}
+		if up > best {
+			node, best = s.Name, up
+		}
+	}
+	return node, client, nil
 }

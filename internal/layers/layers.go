@@ -96,6 +96,8 @@ var packages = map[string]Layer{
 	// repairer rebuilds the shares of the objects in a node's repair
 	// registry, from their verify capabilities.
 	"internal/repairer": Objects,
+	// uphelper: the upload helper, a node service over object.
+	"internal/uphelper": Objects,
 
 	"internal/dag":       Namespaces,
 	"internal/namespace": Namespaces,

@@ -8,6 +8,7 @@ package nsnode
 import (
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"time"
 
@@ -31,6 +32,9 @@ type Config struct {
 	// starts (to open namespaces with their read keys, or set OnAdmit).
 	// An error stops the start.
 	Prepare func(db *namespace.DB) error
+	// Helper, if set, is mounted at /v1/helper (and below) of the
+	// node's API once it is up: the upload helper (package uphelper).
+	Helper func(n *node.Node) http.Handler
 }
 
 // Node is a running storage node with its namespace replica.
@@ -55,6 +59,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	rep := namespace.NewReplica(namespace.ReplicaConfig{DB: db, SyncInterval: cfg.SyncInterval, Logger: cfg.Node.Logger})
 	cfg.Node.Messages, cfg.Node.Mount = rep, rep.Mount
+	if cfg.Helper != nil {
+		cfg.Node.Mount = func(n *node.Node) http.Handler {
+			mux := http.NewServeMux()
+			mux.Handle("/v1/", rep.Mount(n))
+			h := cfg.Helper(n)
+			mux.Handle("/v1/helper", h)
+			mux.Handle("/v1/helper/", h)
+			return mux
+		}
+	}
 	n, err := node.Start(ctx, cfg.Node)
 	if err != nil {
 		rep.Close()

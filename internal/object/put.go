@@ -92,9 +92,36 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 	if err != nil {
 		return codec.ReadCap{}, nil, err
 	}
+	vc, rep, err := c.put(ctx, r, size, p, happy, putInput{si: si, cd: cd, lease: c.leaseFor(si), secret: c.opt.LeaseSecret(si)})
+	if err != nil {
+		return codec.ReadCap{}, rep, err
+	}
+	return codec.ReadCap{Key: key, Root: vc.Root, Params: p, Size: vc.Size}, rep, nil
+}
+
+// putInput is what differs between an upload of plaintext (Put) and one
+// of sealed segments (PutSealed, an upload helper's).
+type putInput struct {
+	si     sharefile.SI
+	cd     *codec.Codec
+	sealed bool // the input is sealed segments, not plaintext
+	lease  sharestore.Lease
+	secret []byte // the lease's cancel secret; nil: unknown (not deleted on failure)
+}
+
+// put stores the object; size is the plaintext's length or -1.
+func (c *Client) put(ctx context.Context, r io.Reader, size int64, p codec.Params, happy int, in putInput) (codec.VerifyCap, *PutReport, error) {
+	si, cd := in.si, in.cd
+	segLen, inSize := p.SegmentSize, size
+	if in.sealed {
+		segLen = codec.SealedSize(p.SegmentSize)
+		if size >= 0 {
+			inSize = size + max(1, (size+int64(p.SegmentSize)-1)/int64(p.SegmentSize))*int64(codec.SealedSize(0))
+		}
+	}
 	nodes, err := c.grid.Nodes(ctx)
 	if err != nil {
-		return codec.ReadCap{}, nil, err
+		return codec.VerifyCap{}, nil, err
 	}
 	// Placement needs room for a share; an unknown size is placed as one
 	// segment's worth and streamed with no length.
@@ -115,7 +142,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		plan, err = placement.Place(si[:], placementNodes(nodes), p.N, happy, shareSize)
 	}
 	if err != nil {
-		return codec.ReadCap{}, nil, fmt.Errorf("%w: %w", ErrUnhappy, err)
+		return codec.VerifyCap{}, nil, fmt.Errorf("%w: %w", ErrUnhappy, err)
 	}
 
 	zoneOf := map[string]string{}
@@ -143,7 +170,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			bgCancel()
 		}
 	}()
-	lease := c.leaseFor(si)
+	lease := in.lease
 	ss := make(sinks, p.N)
 	moved := make(chan struct{}, 1)
 	for i := range ss {
@@ -165,7 +192,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 	// Reader → encoders (in parallel) → dispatcher (in order) → sinks.
 	jobs := make(chan *job, c.opt.Workers)
 	ordered := make(chan *job, c.opt.Workers+2)
-	plainPool := freeBufs(p.SegmentSize)
+	plainPool := freeBufs(segLen)
 	var readErr error
 	var total int64
 	go func() {
@@ -174,8 +201,8 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		cur := plainPool.get()
 		n, eof, err := readSegment(r, cur)
 		for idx := int64(0); ; idx++ {
-			if err == nil && size >= 0 && total+int64(n) > size {
-				err = errLonger(size)
+			if err == nil && inSize >= 0 && total+int64(n) > inSize {
+				err = errLonger(inSize)
 			}
 			if err != nil {
 				readErr = err
@@ -185,10 +212,10 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			var next []byte
 			var nn int
 			switch {
-			case size >= 0:
+			case inSize >= 0:
 				// With the size known, so is whether this segment is the
 				// last: it goes to the encoders before the next is read.
-				j.last = eof || total+int64(n) == size
+				j.last = eof || total+int64(n) == inSize
 			case !eof:
 				// Read ahead to learn whether this segment is the last.
 				next = plainPool.get()
@@ -210,17 +237,17 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			}
 			jobs <- j
 			if j.last {
-				if size >= 0 && !eof && !atEOF(r) {
-					readErr = errLonger(size)
+				if inSize >= 0 && !eof && !atEOF(r) {
+					readErr = errLonger(inSize)
 				}
 				return
 			}
-			if size >= 0 {
+			if inSize >= 0 {
 				next = plainPool.get()
 				nn, eof, err = readSegment(r, next)
 				if err == nil && nn == 0 {
 					plainPool.put(next)
-					readErr = fmt.Errorf("object: input was %d bytes, not the %d announced", total, size)
+					readErr = fmt.Errorf("object: input was %d bytes, not the %d announced", total, inSize)
 					return
 				}
 			}
@@ -234,7 +261,11 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			defer wg.Done()
 			for j := range jobs {
 				j.seg = cd.NewSegment()
-				j.err = cd.Encode(j.seg, j.index, j.last, j.plain)
+				if in.sealed {
+					j.err = cd.EncodeSealed(j.seg, j.index, j.plain)
+				} else {
+					j.err = cd.Encode(j.seg, j.index, j.last, j.plain)
+				}
 				plainPool.put(j.plain[:cap(j.plain)])
 				close(j.done)
 			}
@@ -249,7 +280,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		<-j.done
 		if j.err != nil {
 			ss.abortAll(j.err)
-			return codec.ReadCap{}, nil, j.err
+			return codec.VerifyCap{}, nil, j.err
 		}
 		tree.Add(j.seg)
 		seg := j.seg
@@ -270,26 +301,29 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 		if early {
 			if err := ss.pace(ctx, plan, happy, moved, c.opt.Clock, c.opt.Stall); err != nil {
 				ss.abortAll(err)
-				return codec.ReadCap{}, nil, err
+				return codec.VerifyCap{}, nil, err
 			}
 		}
 		if happiness(plan, ss) < happy {
 			lost := ss.lost()
 			err := fmt.Errorf("%w: %d shares lost during the upload (%v); the rest cannot reach %d distinct nodes", ErrUnhappy, len(lost), lost, happy)
 			ss.abortAll(err)
-			return codec.ReadCap{}, nil, err
+			return codec.VerifyCap{}, nil, err
 		}
 		sawLast = j.last
 	}
 	if readErr != nil || !sawLast {
 		err := errOr(readErr, ctx.Err())
 		ss.abortAll(errOr(err, errAborted))
-		return codec.ReadCap{}, nil, errOr(err, errAborted)
+		return codec.VerifyCap{}, nil, errOr(err, errAborted)
+	}
+	if in.sealed {
+		total -= tree.Segments() * int64(codec.SealedSize(0))
 	}
 	if size >= 0 && total != size {
 		err := fmt.Errorf("object: input was %d bytes, not the %d announced", total, size)
 		ss.abortAll(err)
-		return codec.ReadCap{}, nil, err
+		return codec.VerifyCap{}, nil, err
 	}
 
 	root, trailers := tree.Finish(total)
@@ -342,23 +376,23 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			rep.Shares[i] = ShareResult{Share: i, Node: s.node}
 		}
 	}
-	rc := codec.ReadCap{Key: key, Root: root, Params: p, Size: total}
+	vc := codec.VerifyCap{SI: si, Root: root, Params: p, Size: total}
 	if rep.Happiness < happy {
-		c.deleteShares(context.WithoutCancel(ctx), si, rep)
+		c.deleteShares(context.WithoutCancel(ctx), si, rep, in.secret)
 		var errs []error
 		for _, sr := range rep.Shares {
 			if sr.Err != nil {
 				errs = append(errs, sr.Err)
 			}
 		}
-		return codec.ReadCap{}, rep, fmt.Errorf("%w: shares reached %d distinct nodes, %d needed: %w", ErrUnhappy, rep.Happiness, happy, errors.Join(errs...))
+		return codec.VerifyCap{}, rep, fmt.Errorf("%w: shares reached %d distinct nodes, %d needed: %w", ErrUnhappy, rep.Happiness, happy, errors.Join(errs...))
 	}
 	if early && (len(pending) > 0 || missing > 0) {
 		rep.Pending = len(pending) + missing
 		rep.Background = &Pending{done: make(chan struct{})}
 		c.stats.running.Inc()
 		handedOff = c.goBackground(func() {
-			c.complete(sctx, bgCancel, rc.Verify(), fin, ferr, ss, pending, missing, rep.Background)
+			c.complete(sctx, bgCancel, vc, fin, ferr, ss, pending, missing, rep.Background)
 		})
 		if !handedOff {
 			// Closed meanwhile: the shares in flight are cut off (sctx
@@ -368,7 +402,7 @@ func (c *Client) Put(ctx context.Context, r io.Reader, size int64, p codec.Param
 			rep.Background.rep.Err = errors.New("object: client closed: shares left to the grid's repairers")
 		}
 	}
-	return rc, rep, nil
+	return vc, rep, nil
 }
 
 // zonesWanted is how many zones the shares stored must cover before an
@@ -453,8 +487,10 @@ func happiness(plan placement.Plan, ss sinks) int {
 
 // deleteShares removes the shares a failed upload left, best effort: an
 // object below happiness is not reported stored, so nobody could read it.
-func (c *Client) deleteShares(ctx context.Context, si sharefile.SI, rep *PutReport) {
-	secret := c.opt.LeaseSecret(si)
+func (c *Client) deleteShares(ctx context.Context, si sharefile.SI, rep *PutReport, secret []byte) {
+	if secret == nil {
+		return // (an upload helper's: the uploader holds the secret)
+	}
 	for _, sr := range rep.Shares {
 		if sr.Err == nil {
 			if err := c.grid.DeleteShare(ctx, sr.Node, sharestore.Key{SI: si, Share: sr.Share}, secret); err != nil {

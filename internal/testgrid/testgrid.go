@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/sharefile"
 	"github.com/quilt-grid/quilt/internal/sharestore"
+	"github.com/quilt-grid/quilt/internal/uphelper"
 )
 
 // Options shape a test grid.
@@ -45,6 +47,16 @@ type Options struct {
 	// links: node i is the host Host(i) of Net, whose limits the test
 	// sets (Net.SetHost, SetLink). Gossip stays on loopback.
 	Net *linkemu.Network
+	// Helper, if set, says which nodes run an upload helper (package
+	// uphelper), as quilt node --helper does: node i runs the handler
+	// Helper(i) returns (nil: none). HelperMount is the usual one.
+	Helper func(i int) func(n *node.Node) http.Handler
+}
+
+// HelperMount is the upload helper of a test node: uphelper.Mount with
+// a 5 s stall.
+func HelperMount() func(n *node.Node) http.Handler {
+	return uphelper.Mount(uphelper.NodeConfig{Stall: 5 * time.Second, Logger: logger()})
 }
 
 // Host is the emulated host of node i when Options.Net is set.
@@ -135,7 +147,11 @@ func (g *Grid) start(i int, join bool) {
 	// Every node replicates namespaces, as quilt node does.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nn, err := nsnode.Start(ctx, nsnode.Config{Node: cfg, SyncInterval: time.Second, NoSyncLog: true})
+	nc := nsnode.Config{Node: cfg, SyncInterval: time.Second, NoSyncLog: true}
+	if g.opt.Helper != nil {
+		nc.Helper = g.opt.Helper(i)
+	}
+	nn, err := nsnode.Start(ctx, nc)
 	if err != nil {
 		g.t.Fatalf("start node %d: %v", i, err)
 	}
