@@ -25,6 +25,9 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	sc := fs.String("scenario", "", "network: a built-in name (qmpsu, azure, kreonet, lan) or a scenario file; default: the experiment's")
 	quick := fs.Bool("quick", false, "the small variant: a few minutes on two cores")
 	segSize := fs.String("segment-size", "", "write-read: segment size of Quilt's files (default 1MiB)")
+	sizes := fs.String("sizes", "", "write-read: comma-separated file sizes (such as 4MiB,32MiB) instead of the variant's")
+	clients := fs.String("clients", "", "write-read: comma-separated clients of the scenario to run from (default: every client)")
+	trace := fs.Bool("trace", false, "write-read: log what each holder sent to each of Quilt's reads of more than one segment")
 	waitAll := fs.Bool("wait-all", false, "write-read: Quilt's writes wait for every share instead of returning at happiness (the behaviour before early acknowledgement, for comparison)")
 	out := fs.String("out", "", "results directory (default lab-results/EXPERIMENT)")
 	work := fs.String("work", "", "scratch directory for node data (default: a temporary one, removed after)")
@@ -82,6 +85,19 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 		}
 	}
 	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv, WaitAll: *waitAll, SegmentSize: int(seg)}
+	env.Trace = *trace
+	if *clients != "" {
+		env.Clients = strings.Split(*clients, ",")
+	}
+	if *sizes != "" {
+		for _, v := range strings.Split(*sizes, ",") {
+			n, err := parseSize(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--sizes: %q is not a size such as 4MiB", v)
+			}
+			env.Sizes = append(env.Sizes, n)
+		}
+	}
 	if *doors != "" {
 		env.Doors = strings.Split(*doors, ",")
 	}

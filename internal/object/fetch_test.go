@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"io"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -243,5 +244,73 @@ func TestQuickReadAvoidsSlowNode(t *testing.T) {
 	ng.mu.Unlock()
 	if asked {
 		t.Fatalf("the quick read asked the slow node (shares read %v, links %v)", rep.Shares, c.Links()[slowID])
+	}
+}
+
+// asksCounter is the grid of real nodes counting the block requests each
+// node gets.
+type asksCounter struct {
+	object.NodeGrid
+	mu   sync.Mutex
+	asks map[string]int
+}
+
+func (g *asksCounter) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	g.mu.Lock()
+	g.asks[node]++
+	g.mu.Unlock()
+	return g.NodeGrid.GetShare(ctx, node, key, off, n)
+}
+
+// Nine holders send at 200 kB/s and one at 20 kB/s, a block of a
+// segment taking it a second (a fast holder's with two requests queued
+// before it: half a second). Blocks go to whichever holder would
+// deliver them soonest, counting what each still owes, and wait for a
+// busy fast holder rather than go to the slow one: once the read has
+// measured it, the slow holder is asked for nothing more, it sends fewer
+// blocks than any fast holder, and the read completes. A reader that
+// keeps every holder busy with requests (the fast ones being at their
+// limit, the slow one gets the next block) asks the slow holder again
+// and again for blocks that are hedged and thrown away, and the test
+// fails.
+func TestGetPullsBlocksToFreeFastHolders(t *testing.T) {
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	c := g.ObjectsAt(clientHost, object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, _ := put(t, c, 14, 8<<20, p, 10)
+	const slow = 9
+	for i := range 10 {
+		ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Up: 200_000})
+	}
+	ln.SetHost(testgrid.Host(slow), linkemu.HostLimit{Up: 20_000})
+	slowID := string(g.Nodes[slow].ID())
+	ac := &asksCounter{NodeGrid: object.NodeGrid{Client: g.NodeClientAt(clientHost), MaxAge: time.Minute}, asks: map[string]int{}}
+	// A new client: nothing measured, every holder starts equal.
+	rd := object.New(ac, object.Options{LeaseSecret: testLease, Stall: 2 * time.Minute})
+	rep := mustGet(t, rd, rc, 14)
+	ac.mu.Lock()
+	asks := maps.Clone(ac.asks)
+	ac.mu.Unlock()
+	slowBlocks, minFast := 0, -1
+	for _, h := range rep.Reads {
+		t.Logf("share %d on node %.8s: %d blocks, %d bytes, %.0f B/s, %d requests", h.Share, h.Node, h.Blocks, h.Bytes, h.Rate, asks[h.Node])
+		if h.Node == slowID {
+			slowBlocks = h.Blocks
+		} else if minFast < 0 || h.Blocks < minFast {
+			minFast = h.Blocks
+		}
+	}
+	t.Logf("hedges %d, holders at once %d, slow holder asked %d times", rep.Hedges, rep.Holders, asks[slowID])
+	// Before it is measured the slow holder may be asked once or twice
+	// (perHolder), and a hedge may go to it once.
+	if asks[slowID] > 3 {
+		t.Errorf("the slow holder was asked %d times; want at most 3", asks[slowID])
+	}
+	if len(rep.Reads) < 9 {
+		t.Fatalf("%d holders sent blocks; want the 9 fast ones at least", len(rep.Reads))
+	}
+	if slowBlocks >= minFast {
+		t.Errorf("the slow holder sent %d blocks, a fast one only %d", slowBlocks, minFast)
 	}
 }
