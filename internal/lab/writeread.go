@@ -205,7 +205,7 @@ func runWriteRead(ctx context.Context, env *Env) error {
 					return 0, err
 				}
 				if env.Trace && len(rep.Reads) > 0 {
-					env.logf("quilt: read of %s: %d holders at once at most, %d hedges", report.SizeLabel(rc.Size), rep.Holders, rep.Hedges)
+					env.logf("quilt: read of %s: fetching from %d ms, %d holders at once at most, %d hedges", report.SizeLabel(rc.Size), rep.Located.Milliseconds(), rep.Holders, rep.Hedges)
 					for _, h := range rep.Reads {
 						env.logf("quilt:   %-5s share %d  %3d blocks  %9d bytes  %6.2f MB/s  asked at %4d ms, last block at %4d ms",
 							names[h.Node], h.Share, h.Blocks, h.Bytes, h.Rate/1e6, h.First.Milliseconds(), h.Last.Milliseconds())

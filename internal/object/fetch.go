@@ -177,11 +177,14 @@ type fsrc struct {
 	rate     float64 // bytes per second, running estimate (0: none yet)
 	failed   bool
 	bad      int
-	// lastAt is when the holder's latest block arrived: with several
-	// requests in flight, a block's time is from then (or from its
-	// request, if later), so the estimate is of the holder's link, not of
-	// one request's share of it.
-	lastAt time.Time
+	// busyAt is when the holder's requests in flight last went from
+	// none to one, and busyBytes what it has sent since: the rate is
+	// their quotient, the holder's throughput over the time it had work,
+	// whatever its requests' number (blocks of one request come back to
+	// back once buffered, so their gaps say nothing of the link).
+	busyAt    time.Time
+	busyBytes int64
+	lastAt    time.Time // when its latest block arrived
 	blocks int   // blocks received and used
 	bytes  int64 // bytes of blocks received (used, or lost to a hedge)
 	first  time.Time
@@ -297,21 +300,33 @@ const parityRate = 256 << 20
 // rateOf is holder i's throughput estimate, and for a holder not yet
 // measured the median of those that are (a probe of middling promise);
 // 0 when none is.
+//
+// A holder at work that has not sent its next block yet has a link no
+// faster than that block over the time it has been at it: so the
+// estimate of a holder that has stalled, or was never measured and is
+// slow, falls as the wait goes on, and blocks and hedges go elsewhere.
 func (f *fetcher) rateOf(i int) float64 {
-	if r := f.srcs[i].rate; r > 0 {
-		return r
-	}
-	var known []float64
-	for _, s := range f.srcs {
-		if s.rate > 0 && !s.failed {
-			known = append(known, s.rate)
+	s := f.srcs[i]
+	r := s.rate
+	if r == 0 {
+		var known []float64
+		for _, o := range f.srcs {
+			if o.rate > 0 && !o.failed {
+				known = append(known, o.rate)
+			}
+		}
+		if len(known) > 0 {
+			slices.Sort(known)
+			r = known[len(known)/2]
 		}
 	}
-	if len(known) == 0 {
-		return 0
+	if s.inflight > 0 && r > 0 {
+		if busy := time.Since(s.busyAt) - s.src.latency; busy > 0 {
+			next := f.vc.Layout().BlockLen(0)
+			r = min(r, float64(s.busyBytes+int64(next))/busy.Seconds())
+		}
 	}
-	slices.Sort(known)
-	return known[len(known)/2]
+	return r
 }
 
 // wait is how long holder i would take to start delivering a block
@@ -376,6 +391,9 @@ func (f *fetcher) ask(from, to int64, i int, hedge bool) {
 	f.owed[s.src.node] += req.left
 	if s.first.IsZero() {
 		s.first = req.at
+	}
+	if s.inflight == 0 {
+		s.busyAt, s.busyBytes = req.at, 0
 	}
 	s.inflight++
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -609,21 +627,15 @@ func (f *fetcher) done(r fresult, last *error) {
 	switch {
 	case r.err == nil:
 		now := time.Now()
-		since := r.req.at
-		if s.lastAt.After(since) {
-			since = s.lastAt
-		}
-		took := now.Sub(since)
 		s.lastAt = now
 		s.bytes += int64(len(r.b))
-		if len(r.b) >= 16<<10 { // smaller blocks time round trips
-			f.c.links.download(s.src.node, int64(len(r.b)), took)
+		s.busyBytes += int64(len(r.b))
+		took := now.Sub(s.busyAt)
+		if s.busyBytes >= 16<<10 { // less times round trips
+			f.c.links.download(s.src.node, s.busyBytes, took)
 		}
-		n := float64(len(r.b))
-		if rate := n / max(took.Seconds(), 1e-6); s.rate == 0 {
+		if rate := float64(s.busyBytes) / max(took.Seconds(), 1e-6); s.rate == 0 || s.busyBytes >= 16<<10 {
 			s.rate = rate
-		} else {
-			s.rate = 0.7*s.rate + 0.3*rate
 		}
 		if st == nil || st.blocks[r.share] != nil || st.got >= f.vc.K {
 			f.bufs.put(r.b) // a hedge that lost, or a segment already whole

@@ -178,10 +178,15 @@ func TestGetHedgesLateBlock(t *testing.T) {
 	fg := &firstBlockAsks{NodeGrid: object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Second},
 		off: rc.Verify().Layout().BlockOffset(0), shares: map[int]bool{}}
 	rd := object.New(fg, object.Options{LeaseSecret: testLease, Stall: time.Minute})
+	start := time.Now()
 	rep := mustGet(t, rd, rc, 13)
+	t.Logf("read in %v", time.Since(start))
 	fg.mu.Lock()
 	asked := len(fg.shares)
 	fg.mu.Unlock()
+	for _, h := range rep.Reads {
+		t.Logf("share %d: %d blocks, first asked at %v, last block at %v", h.Share, h.Blocks, h.First, h.Last)
+	}
 	t.Logf("shares asked for the first segment: %d, hedges %d", asked, rep.Hedges)
 	if asked <= p.K {
 		t.Fatalf("%d shares asked for the first segment: no hedge", asked)

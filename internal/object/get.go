@@ -25,6 +25,9 @@ type GetReport struct {
 	// Reads are the holders a read of more than one segment asked for
 	// blocks, in the order of the bytes they sent: how the work spread.
 	Reads []HolderRead
+	// Located is how long the read took to know of k shares and start
+	// fetching blocks (reads of more than one segment).
+	Located time.Duration
 }
 
 // HolderRead is what one holder sent to one read.
@@ -277,6 +280,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	start := time.Now()
 	feed, err := c.findSources(ctx, vc)
 	if err != nil {
 		return nil, err
@@ -297,6 +301,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 		from, to = off/int64(rc.SegmentSize), (off+length-1)/int64(rc.SegmentSize)
 	}
 	blockBufs := freeBufs(rc.Params.BlockSize())
+	rep.Located = time.Since(start)
 	rd := c.newFetcher(ctx, vc, feed, from, to, blockBufs)
 	defer rd.close()
 
