@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -305,19 +306,25 @@ const parityRate = 256 << 20
 // faster than that block over the time it has been at it: so the
 // estimate of a holder that has stalled, or was never measured and is
 // slow, falls as the wait goes on, and blocks and hedges go elsewhere.
+//
+// An idle holder measured slower than the median, but by less than
+// slowRatio, may only have had a small part of a downlink that many
+// holders shared when it was measured (the start of a read asks them
+// all at once): its estimate relaxes toward the median with the time it
+// has been idle (idleRelax), so that it is asked again and measured
+// anew. One measured slower than that has a slow link, and keeps its
+// estimate.
 func (f *fetcher) rateOf(i int) float64 {
 	s := f.srcs[i]
 	r := s.rate
-	if r == 0 {
-		var known []float64
-		for _, o := range f.srcs {
-			if o.rate > 0 && !o.failed {
-				known = append(known, o.rate)
-			}
-		}
-		if len(known) > 0 {
-			slices.Sort(known)
-			r = known[len(known)/2]
+	if r == 0 || (s.inflight == 0 && !s.lastAt.IsZero()) {
+		med := f.medianRate()
+		switch {
+		case r == 0:
+			r = med
+		case r < med && r*slowRatio > med:
+			idle := time.Since(s.lastAt).Seconds() / idleRelax.Seconds()
+			r = med - (med-r)*math.Exp(-idle)
 		}
 	}
 	if s.inflight > 0 && r > 0 {
@@ -327,6 +334,30 @@ func (f *fetcher) rateOf(i int) float64 {
 		}
 	}
 	return r
+}
+
+// A holder measured at less than 1/slowRatio of the median throughput
+// has a slow link; a faster one's estimate relaxes toward the median
+// while it is idle, with time constant idleRelax (see rateOf).
+const (
+	slowRatio = 4
+	idleRelax = time.Second
+)
+
+// medianRate is the median of the holders' measured throughputs, 0 if
+// none is measured.
+func (f *fetcher) medianRate() float64 {
+	known := make([]float64, 0, len(f.srcs))
+	for _, o := range f.srcs {
+		if o.rate > 0 && !o.failed {
+			known = append(known, o.rate)
+		}
+	}
+	if len(known) == 0 {
+		return 0
+	}
+	slices.Sort(known)
+	return known[len(known)/2]
 }
 
 // wait is how long holder i would take to start delivering a block
