@@ -186,9 +186,9 @@ type fsrc struct {
 	busyAt    time.Time
 	busyBytes int64
 	lastAt    time.Time // when its latest block arrived
-	blocks int   // blocks received and used
-	bytes  int64 // bytes of blocks received (used, or lost to a hedge)
-	first  time.Time
+	blocks    int       // blocks received and used
+	bytes     int64     // bytes of blocks received (used, or lost to a hedge)
+	first     time.Time
 }
 
 // fseg is a segment being fetched.
