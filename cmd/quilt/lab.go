@@ -25,6 +25,9 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	sc := fs.String("scenario", "", "network: a built-in name (qmpsu, azure, kreonet, lan) or a scenario file; default: the experiment's")
 	quick := fs.Bool("quick", false, "the small variant: a few minutes on two cores")
 	segSize := fs.String("segment-size", "", "write-read: segment size of Quilt's files (default 1MiB)")
+	sizes := fs.String("sizes", "", "write-read: comma-separated file sizes (such as 4MiB,32MiB) instead of the variant's")
+	clients := fs.String("clients", "", "write-read: comma-separated clients of the scenario to run from (default: every client)")
+	trace := fs.Bool("trace", false, "write-read: log what each holder sent to each of Quilt's reads of more than one segment")
 	waitAll := fs.Bool("wait-all", false, "write-read: Quilt's writes wait for every share instead of returning at happiness (the behaviour before early acknowledgement, for comparison)")
 	helper := fs.String("helper", "", "write-read: run an upload helper on this storage node (its name, or best-node: the one with the fastest uplink) and send the writes of client --helper-for through it")
 	helperFor := fs.String("helper-for", "worst", "write-read with --helper: the client whose writes go through the helper")
@@ -85,6 +88,19 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	}
 	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv, WaitAll: *waitAll, SegmentSize: int(seg),
 		Helper: *helper, HelperFor: *helperFor}
+	env.Trace = *trace
+	if *clients != "" {
+		env.Clients = strings.Split(*clients, ",")
+	}
+	if *sizes != "" {
+		for _, v := range strings.Split(*sizes, ",") {
+			n, err := parseSize(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("--sizes: %q is not a size such as 4MiB", v)
+			}
+			env.Sizes = append(env.Sizes, n)
+		}
+	}
 	if *doors != "" {
 		env.Doors = strings.Split(*doors, ",")
 	}

@@ -83,6 +83,14 @@ type Env struct {
 	// HelperFor is the client whose writes go through Helper; default
 	// "worst".
 	HelperFor string
+	// Sizes, if set, are write-read's file sizes instead of its
+	// variant's; Clients, if set, the clients it runs from instead of
+	// every client of the scenario.
+	Sizes   []int64
+	Clients []string
+	// Trace makes write-read log, for each of Quilt's reads of more than
+	// one segment, what each holder sent and when (object.HolderRead).
+	Trace bool
 	// Scale multiplies parallel-transfers' file sizes (the paper's go to
 	// 1 GB); 0 means 1, or 0.01 with Quick.
 	Scale float64

@@ -8,10 +8,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/lab/report"
+	"github.com/quilt-grid/quilt/internal/lab/scenario"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/uphelper"
 )
@@ -112,8 +114,23 @@ func writeRead(ctx context.Context, s system, size int64, seed uint64) (wMBs, rM
 func runWriteRead(ctx context.Context, env *Env) error {
 	sc := env.Scenario
 	clients := sc.Role("client")
+	if len(env.Clients) > 0 {
+		var chosen []scenario.Node
+		for _, name := range env.Clients {
+			i := slices.IndexFunc(clients, func(n scenario.Node) bool { return n.Name == name })
+			if i < 0 {
+				return fmt.Errorf("lab: write-read: scenario %s has no client %q", sc.Name, name)
+			}
+			chosen = append(chosen, clients[i])
+		}
+		clients = chosen
+	}
 	if len(clients) == 0 {
 		return fmt.Errorf("lab: write-read needs a client in scenario %s", sc.Name)
+	}
+	sizes := writeReadSizes(env.Quick)
+	if len(env.Sizes) > 0 {
+		sizes = env.Sizes
 	}
 	work, err := env.workDir("write-read")
 	if err != nil {
@@ -129,6 +146,10 @@ func runWriteRead(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer cl.Close()
+	names := map[string]string{} // node ID → scenario name, for traces
+	for _, n := range cl.Nodes {
+		names[string(n.Node.ID())] = n.Name
+	}
 	var helperID string
 	for _, cn := range cl.Nodes {
 		if cn.Name == helperNode {
@@ -206,8 +227,16 @@ func runWriteRead(ctx context.Context, env *Env) error {
 				if err != nil {
 					return 0, err
 				}
-				if _, err := oc.Get(ctx, rc, w, 0, -1); err != nil {
+				rep, err := oc.Get(ctx, rc, w, 0, -1)
+				if err != nil {
 					return 0, err
+				}
+				if env.Trace && len(rep.Reads) > 0 {
+					env.logf("quilt: read of %s: fetching from %d ms, %d holders at once at most, %d hedges", report.SizeLabel(rc.Size), rep.Located.Milliseconds(), rep.Holders, rep.Hedges)
+					for _, h := range rep.Reads {
+						env.logf("quilt:   %-5s share %d  %3d blocks  %9d bytes  %6.2f MB/s  asked at %4d ms, last block at %4d ms",
+							names[h.Node], h.Share, h.Blocks, h.Bytes, h.Rate/1e6, h.First.Milliseconds(), h.Last.Milliseconds())
+					}
 				}
 				return rc.Size, nil
 			},
@@ -225,7 +254,7 @@ func runWriteRead(ctx context.Context, env *Env) error {
 				return err
 			}
 		}
-		for _, size := range writeReadSizes(env.Quick) {
+		for _, size := range sizes {
 			for _, s := range systems {
 				var ws, rs []float64
 				var failed []string
@@ -269,7 +298,7 @@ func runWriteRead(ctx context.Context, env *Env) error {
 	}
 	for i, what := range []string{"write", "read"} {
 		p := &report.Plot{Title: fmt.Sprintf("Sequential %s on %s (%d KiB records)", what, sc.Name, recordSize>>10),
-			XLabel: "file size", YLabel: "MB/s", LogX: true, XTicks: sizeTicks(writeReadSizes(env.Quick))}
+			XLabel: "file size", YLabel: "MB/s", LogX: true, XTicks: sizeTicks(sizes)}
 		for _, k := range order {
 			v := series[k]
 			p.Series = append(p.Series, report.Series{Name: k.sys + ", client " + k.client, X: v[0], Y: v[1+i]})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -140,9 +141,16 @@ func (c *Client) findSources(ctx context.Context, vc codec.VerifyCap) (*sourceFe
 // holder it knows, so that more than k nodes feed the reader at once:
 // on a network of uneven links the reader's downlink, not the k fastest
 // uplinks, is the limit. It keeps a running estimate of each holder's
-// throughput, gives each block to the holder that should deliver it
-// soonest, and hedges each block that is late against that estimate by
-// asking a spare holder for the same segment: the first k blocks win.
+// throughput and of the bytes it still owes, and gives each block to the
+// holder that should finish it soonest counting that backlog; when that
+// holder already has perHolder requests in flight the block waits for it
+// (it pulls the block when one of its requests ends) rather than going
+// to a free but slower one. Fast holders thus take block after block and
+// a slow one gets only the blocks it can deliver as soon as a fast one
+// could: work goes to whichever holder is free first, and no block is
+// stuck behind a slow link. Each block that is late against its
+// holder's estimate is hedged by asking a spare holder for the same
+// segment: the first k blocks win.
 type fetcher struct {
 	c        *Client
 	vc       codec.VerifyCap
@@ -159,6 +167,8 @@ type fetcher struct {
 	lastUsed []int // share numbers of the last segment returned
 	peak     int   // most holders with requests in flight at once
 	hedges   int
+	owed     map[string]int64 // node → bytes asked of it and not yet received
+	start    time.Time
 }
 
 // fsrc is a holder as the fetcher sees it.
@@ -168,6 +178,17 @@ type fsrc struct {
 	rate     float64 // bytes per second, running estimate (0: none yet)
 	failed   bool
 	bad      int
+	// busyAt is when the holder's requests in flight last went from
+	// none to one, and busyBytes what it has sent since: the rate is
+	// their quotient, the holder's throughput over the time it had work,
+	// whatever its requests' number (blocks of one request come back to
+	// back once buffered, so their gaps say nothing of the link).
+	busyAt    time.Time
+	busyBytes int64
+	lastAt    time.Time // when its latest block arrived
+	blocks    int       // blocks received and used
+	bytes     int64     // bytes of blocks received (used, or lost to a hedge)
+	first     time.Time
 }
 
 // fseg is a segment being fetched.
@@ -186,6 +207,12 @@ type freq struct {
 	cancel      context.CancelFunc
 	hedge       bool
 	first, last int64
+	// wait is how long the first block was expected to take to start
+	// arriving when asked (round trip and the holder's backlog), and
+	// rate the holder's throughput estimate then (0: none).
+	wait time.Duration
+	rate float64
+	left int64 // bytes of the request not yet received
 }
 
 // fresult is a block of a request, or its failure.
@@ -194,7 +221,6 @@ type fresult struct {
 	seg   int64
 	src   int
 	b     []byte
-	took  time.Duration // since the request's previous block (or start)
 	err   error
 	share int
 	end   bool // the request's last result
@@ -206,7 +232,7 @@ const perHolder = 2
 
 func (c *Client) newFetcher(ctx context.Context, vc codec.VerifyCap, feed *sourceFeed, from, to int64, bufs bufList) *fetcher {
 	f := &fetcher{c: c, vc: vc, ctx: ctx, feed: feed, segs: map[int64]*fseg{}, next: from, to: to,
-		results: make(chan fresult, 64), bufs: bufs}
+		results: make(chan fresult, 64), bufs: bufs, owed: map[string]int64{}, start: time.Now()}
 	for _, s := range feed.first {
 		f.srcs = append(f.srcs, f.newSrc(s))
 	}
@@ -265,27 +291,112 @@ func (f *fetcher) takeLate() {
 	}
 }
 
-// eta is when holder i would deliver a block of n bytes asked now.
-func (f *fetcher) eta(i, n int) time.Duration {
+// parityRate is what decoding costs a block of a parity share, as a
+// throughput: a parity block is as good as a data block delivered
+// n/parityRate later. On a network of a few MB/s that is nothing; on
+// loopback, where blocks take about as long to fetch as to decode, it
+// keeps reads on the data shares (no Reed–Solomon reconstruction).
+const parityRate = 256 << 20
+
+// rateOf is holder i's throughput estimate, and for a holder not yet
+// measured the median of those that are (a probe of middling promise);
+// 0 when none is.
+//
+// A holder at work that has not sent its next block yet has a link no
+// faster than that block over the time it has been at it: so the
+// estimate of a holder that has stalled, or was never measured and is
+// slow, falls as the wait goes on, and blocks and hedges go elsewhere.
+//
+// An idle holder measured slower than the median, but by less than
+// slowRatio, may only have had a small part of a downlink that many
+// holders shared when it was measured (the start of a read asks them
+// all at once): its estimate relaxes toward the median with the time it
+// has been idle (idleRelax), so that it is asked again and measured
+// anew. One measured slower than that has a slow link, and keeps its
+// estimate.
+func (f *fetcher) rateOf(i int) float64 {
 	s := f.srcs[i]
-	per := s.src.latency
-	if s.rate > 0 {
-		per += time.Duration(float64(n) / s.rate * float64(time.Second))
+	r := s.rate
+	if r == 0 || (s.inflight == 0 && !s.lastAt.IsZero()) {
+		med := f.medianRate()
+		switch {
+		case r == 0:
+			r = med
+		case r < med && r*slowRatio > med:
+			idle := time.Since(s.lastAt).Seconds() / idleRelax.Seconds()
+			r = med - (med-r)*math.Exp(-idle)
+		}
 	}
-	// A parity share costs decoding: a data share goes first unless it
-	// would take twice as long (as sources orders them).
-	if s.src.share >= f.vc.K {
-		per *= 2
+	if s.inflight > 0 && r > 0 {
+		if busy := time.Since(s.busyAt) - s.src.latency; busy > 0 {
+			next := f.vc.Layout().BlockLen(0)
+			r = min(r, float64(s.busyBytes+int64(next))/busy.Seconds())
+		}
 	}
-	return time.Duration(s.inflight+1) * per
+	return r
 }
 
-// pick returns the holder to ask for a block of seg, or -1.
-func (f *fetcher) pick(seg *fseg, n int, limit int) int {
+// A holder measured at less than 1/slowRatio of the median throughput
+// has a slow link; a faster one's estimate relaxes toward the median
+// while it is idle, with time constant idleRelax (see rateOf).
+const (
+	slowRatio = 4
+	idleRelax = time.Second
+)
+
+// medianRate is the median of the holders' measured throughputs, 0 if
+// none is measured.
+func (f *fetcher) medianRate() float64 {
+	known := make([]float64, 0, len(f.srcs))
+	for _, o := range f.srcs {
+		if o.rate > 0 && !o.failed {
+			known = append(known, o.rate)
+		}
+	}
+	if len(known) == 0 {
+		return 0
+	}
+	slices.Sort(known)
+	return known[len(known)/2]
+}
+
+// wait is how long holder i would take to start delivering a block
+// asked now: a round trip, and the bytes it owes already.
+func (f *fetcher) wait(i int) time.Duration {
+	s := f.srcs[i]
+	w := s.src.latency
+	if r := f.rateOf(i); r > 0 {
+		w += time.Duration(float64(f.owed[s.src.node]) / r * float64(time.Second))
+	} else {
+		w *= time.Duration(s.inflight + 1) // nothing measured: spread evenly
+	}
+	return w
+}
+
+// eta is how long holder i would take to deliver a block of n bytes
+// asked now, its backlog counted.
+func (f *fetcher) eta(i, n int) time.Duration {
+	s := f.srcs[i]
+	e := f.wait(i)
+	if r := f.rateOf(i); r > 0 {
+		e += time.Duration(float64(n) / r * float64(time.Second))
+	}
+	if s.src.share >= f.vc.K {
+		e += time.Duration(float64(n) / parityRate * float64(time.Second))
+	}
+	return e
+}
+
+// pick returns the holder to ask for a block of seg, or -1: the one that
+// would deliver it soonest, counting what each owes. If that holder has
+// limit requests in flight, pick returns -1 when pull is set (the block
+// waits for it to finish one), and otherwise the soonest among those
+// with room (a hedge wants another holder now).
+func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 	best := -1
 	var bestETA time.Duration
 	for i, s := range f.srcs {
-		if s.failed || s.inflight >= limit || seg.blocks[s.src.share] != nil {
+		if s.failed || seg.blocks[s.src.share] != nil || (!pull && s.inflight >= limit) {
 			continue
 		}
 		if _, asked := seg.asked[s.src.share]; asked || seg.tried[s.src.share] {
@@ -295,6 +406,9 @@ func (f *fetcher) pick(seg *fseg, n int, limit int) int {
 			best, bestETA = i, e
 		}
 	}
+	if best >= 0 && f.srcs[best].inflight >= limit {
+		return -1
+	}
 	return best
 }
 
@@ -302,13 +416,22 @@ func (f *fetcher) pick(seg *fseg, n int, limit int) int {
 // to], which st... (the segments' states) record as asked.
 func (f *fetcher) ask(from, to int64, i int, hedge bool) {
 	s := f.srcs[i]
+	l := f.vc.Layout()
+	req := &freq{src: i, at: time.Now(), hedge: hedge, first: from, last: to, wait: f.wait(i), rate: f.rateOf(i)}
+	req.left = l.BlockOffset(to) + int64(l.BlockLen(to)) - l.BlockOffset(from)
+	f.owed[s.src.node] += req.left
+	if s.first.IsZero() {
+		s.first = req.at
+	}
+	if s.inflight == 0 {
+		s.busyAt, s.busyBytes = req.at, 0
+	}
 	s.inflight++
 	ctx, cancel := context.WithCancel(f.ctx)
-	req := &freq{src: i, at: time.Now(), cancel: cancel, hedge: hedge, first: from, last: to}
+	req.cancel = cancel
 	for seg := from; seg <= to; seg++ {
 		f.segs[seg].asked[s.src.share] = req
 	}
-	l := f.vc.Layout()
 	go func() {
 		send := func(r fresult) bool {
 			select {
@@ -323,7 +446,6 @@ func (f *fetcher) ask(from, to int64, i int, hedge bool) {
 		}
 		off := l.BlockOffset(from)
 		end := l.BlockOffset(to) + int64(l.BlockLen(to))
-		prev := time.Now()
 		var rd io.ReadCloser
 		err := guarded(func() (err error) {
 			rd, err = f.c.grid.GetShare(ctx, s.src.node, sharestore.Key{SI: f.vc.SI, Share: s.src.share}, off, end-off)
@@ -348,9 +470,7 @@ func (f *fetcher) ask(from, to int64, i int, hedge bool) {
 				}
 				return nil
 			})
-			now := time.Now()
-			r := fresult{req: req, seg: seg, src: i, b: b, took: now.Sub(prev), err: err, share: s.src.share, end: seg == to}
-			prev = now
+			r := fresult{req: req, seg: seg, src: i, b: b, err: err, share: s.src.share, end: seg == to}
 			var bad *badBlockError
 			if err != nil {
 				f.bufs.put(b)
@@ -393,7 +513,7 @@ func (f *fetcher) schedule() {
 	for seg := f.next; seg <= last; seg++ {
 		st := state(seg)
 		for st.got+len(st.asked) < f.vc.K {
-			i := f.pick(st, l.BlockLen(seg), perHolder)
+			i := f.pick(st, l.BlockLen(seg), perHolder, true)
 			if i < 0 {
 				break
 			}
@@ -413,10 +533,9 @@ func (f *fetcher) schedule() {
 // hedgeAfter is how late a block may be, against its holder's estimate,
 // before a spare holder is asked for the segment too.
 func (f *fetcher) hedgeAfter(r *freq, seg int64, n int) time.Duration {
-	s := f.srcs[r.src]
-	exp := s.src.latency
-	if s.rate > 0 {
-		exp += time.Duration(float64(n*int(seg-r.first+1)) / s.rate * float64(time.Second))
+	exp := r.wait
+	if r.rate > 0 {
+		exp += time.Duration(float64(n*int(seg-r.first+1)) / r.rate * float64(time.Second))
 	} else {
 		exp = max(exp*4, slowNow)
 	}
@@ -487,7 +606,7 @@ func (f *fetcher) segment(ctx context.Context, seg int64) ([][]byte, error) {
 			}
 		}
 		if late > hedging {
-			if i := f.pick(st, l.BlockLen(seg), perHolder+1); i >= 0 {
+			if i := f.pick(st, l.BlockLen(seg), perHolder+1, false); i >= 0 {
 				f.ask(seg, seg, i, true)
 				f.hedges++
 				continue
@@ -516,8 +635,14 @@ func (f *fetcher) segment(ctx context.Context, seg int64) ([][]byte, error) {
 // done takes a request's end.
 func (f *fetcher) done(r fresult, last *error) {
 	s := f.srcs[r.src]
+	if r.b != nil {
+		r.req.left -= int64(len(r.b))
+		f.owed[s.src.node] -= int64(len(r.b))
+	}
 	if r.end {
 		s.inflight--
+		f.owed[s.src.node] -= r.req.left // what it will not send now
+		r.req.left = 0
 		r.req.cancel()
 		// A request that ended early leaves its later segments unasked.
 		for seg := r.seg; seg <= r.req.last; seg++ {
@@ -532,14 +657,16 @@ func (f *fetcher) done(r fresult, last *error) {
 	}
 	switch {
 	case r.err == nil:
-		if len(r.b) >= 16<<10 { // smaller blocks time round trips
-			f.c.links.download(s.src.node, int64(len(r.b)), r.took)
+		now := time.Now()
+		s.lastAt = now
+		s.bytes += int64(len(r.b))
+		s.busyBytes += int64(len(r.b))
+		took := now.Sub(s.busyAt)
+		if s.busyBytes >= 16<<10 { // less times round trips
+			f.c.links.download(s.src.node, s.busyBytes, took)
 		}
-		n := float64(len(r.b))
-		if rate := n / max(r.took.Seconds(), 1e-6); s.rate == 0 {
+		if rate := float64(s.busyBytes) / max(took.Seconds(), 1e-6); s.rate == 0 || s.busyBytes >= 16<<10 {
 			s.rate = rate
-		} else {
-			s.rate = 0.7*s.rate + 0.3*rate
 		}
 		if st == nil || st.blocks[r.share] != nil || st.got >= f.vc.K {
 			f.bufs.put(r.b) // a hedge that lost, or a segment already whole
@@ -547,6 +674,7 @@ func (f *fetcher) done(r fresult, last *error) {
 		}
 		st.blocks[r.share] = r.b
 		st.got++
+		s.blocks++
 	case errors.Is(r.err, context.Canceled):
 		// Cancelled here: its segment was whole, or its holder was cut
 		// off for a stall (reported then), or the read is over.
@@ -595,4 +723,21 @@ func (f *fetcher) close() {
 			r.cancel()
 		}
 	}
+}
+
+// holderReads is what each holder asked sent, most bytes first.
+func (f *fetcher) holderReads() []HolderRead {
+	var out []HolderRead
+	for _, s := range f.srcs {
+		if s.first.IsZero() {
+			continue
+		}
+		h := HolderRead{Node: s.src.node, Share: s.src.share, Blocks: s.blocks, Bytes: s.bytes, Rate: s.rate, First: s.first.Sub(f.start)}
+		if !s.lastAt.IsZero() {
+			h.Last = s.lastAt.Sub(f.start)
+		}
+		out = append(out, h)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Bytes > out[j].Bytes })
+	return out
 }

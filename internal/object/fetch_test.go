@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"io"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,30 +133,30 @@ func TestGetDoesNotWaitForSlowList(t *testing.T) {
 	}
 }
 
-// firstBlockAsks is the grid of real nodes recording which shares a
-// read asks for from their first block.
-type firstBlockAsks struct {
+// blockAsks is the grid of real nodes recording, for each offset a
+// block request starts at, which shares were asked from there.
+type blockAsks struct {
 	object.NodeGrid
-	off    int64
 	mu     sync.Mutex
-	shares map[int]bool
+	shares map[int64]map[int]bool
 }
 
-func (g *firstBlockAsks) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
-	if off == g.off {
-		g.mu.Lock()
-		g.shares[key.Share] = true
-		g.mu.Unlock()
+func (g *blockAsks) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	g.mu.Lock()
+	if g.shares[off] == nil {
+		g.shares[off] = map[int]bool{}
 	}
+	g.shares[off][key.Share] = true
+	g.mu.Unlock()
 	return g.NodeGrid.GetShare(ctx, node, key, off, n)
 }
 
 // The holders of the three data shares answer lists at once but send
-// blocks at 5 kB/s (testgrid.Throttle), a block of the first segment
-// taking seconds: the read asks a spare holder for that segment's block
-// too (a hedge) well before, so more than k shares are asked for the
-// first segment. A read that waits for the blocks it asked for asks
-// exactly k, and the test fails.
+// blocks at 5 kB/s (testgrid.Throttle), a block taking seconds: the read
+// asks a spare holder for a late block's segment too (a hedge) well
+// before, so more than k shares are asked for some segment. A read that
+// waits for the blocks it asked for asks exactly k for each, and the
+// test fails.
 func TestGetHedgesLateBlock(t *testing.T) {
 	rates := make([]*atomic.Int64, 10)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10, Wrap: func(i int, s sharestore.Store) sharestore.Store {
@@ -174,16 +175,18 @@ func TestGetHedgesLateBlock(t *testing.T) {
 			}
 		}
 	}
-	fg := &firstBlockAsks{NodeGrid: object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Second},
-		off: rc.Verify().Layout().BlockOffset(0), shares: map[int]bool{}}
+	fg := &blockAsks{NodeGrid: object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Second}, shares: map[int64]map[int]bool{}}
 	rd := object.New(fg, object.Options{LeaseSecret: testLease, Stall: time.Minute})
 	rep := mustGet(t, rd, rc, 13)
 	fg.mu.Lock()
-	asked := len(fg.shares)
+	most := 0
+	for _, sh := range fg.shares {
+		most = max(most, len(sh))
+	}
 	fg.mu.Unlock()
-	t.Logf("shares asked for the first segment: %d, hedges %d", asked, rep.Hedges)
-	if asked <= p.K {
-		t.Fatalf("%d shares asked for the first segment: no hedge", asked)
+	t.Logf("most shares asked for one segment: %d, hedges %d", most, rep.Hedges)
+	if most <= p.K {
+		t.Fatalf("at most %d shares asked for any segment: no hedge", most)
 	}
 }
 
@@ -244,5 +247,73 @@ func TestQuickReadAvoidsSlowNode(t *testing.T) {
 	ng.mu.Unlock()
 	if asked {
 		t.Fatalf("the quick read asked the slow node (shares read %v, links %v)", rep.Shares, c.Links()[slowID])
+	}
+}
+
+// asksCounter is the grid of real nodes counting the block requests each
+// node gets.
+type asksCounter struct {
+	object.NodeGrid
+	mu   sync.Mutex
+	asks map[string]int
+}
+
+func (g *asksCounter) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
+	g.mu.Lock()
+	g.asks[node]++
+	g.mu.Unlock()
+	return g.NodeGrid.GetShare(ctx, node, key, off, n)
+}
+
+// Nine holders send at 200 kB/s and one at 20 kB/s, a block of a
+// segment taking it a second (a fast holder's with two requests queued
+// before it: half a second). Blocks go to whichever holder would
+// deliver them soonest, counting what each still owes, and wait for a
+// busy fast holder rather than go to the slow one: once the read has
+// measured it, the slow holder is asked for nothing more, it sends fewer
+// blocks than any fast holder, and the read completes. A reader that
+// keeps every holder busy with requests (the fast ones being at their
+// limit, the slow one gets the next block) asks the slow holder again
+// and again for blocks that are hedged and thrown away, and the test
+// fails.
+func TestGetPullsBlocksToFreeFastHolders(t *testing.T) {
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	c := g.ObjectsAt(clientHost, object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, _ := put(t, c, 14, 8<<20, p, 10)
+	const slow = 9
+	for i := range 10 {
+		ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Up: 200_000})
+	}
+	ln.SetHost(testgrid.Host(slow), linkemu.HostLimit{Up: 20_000})
+	slowID := string(g.Nodes[slow].ID())
+	ac := &asksCounter{NodeGrid: object.NodeGrid{Client: g.NodeClientAt(clientHost), MaxAge: time.Minute}, asks: map[string]int{}}
+	// A new client: nothing measured, every holder starts equal.
+	rd := object.New(ac, object.Options{LeaseSecret: testLease, Stall: 2 * time.Minute})
+	rep := mustGet(t, rd, rc, 14)
+	ac.mu.Lock()
+	asks := maps.Clone(ac.asks)
+	ac.mu.Unlock()
+	slowBlocks, minFast := 0, -1
+	for _, h := range rep.Reads {
+		t.Logf("share %d on node %.8s: %d blocks, %d bytes, %.0f B/s, %d requests", h.Share, h.Node, h.Blocks, h.Bytes, h.Rate, asks[h.Node])
+		if h.Node == slowID {
+			slowBlocks = h.Blocks
+		} else if minFast < 0 || h.Blocks < minFast {
+			minFast = h.Blocks
+		}
+	}
+	t.Logf("hedges %d, holders at once %d, slow holder asked %d times", rep.Hedges, rep.Holders, asks[slowID])
+	// Before it is measured the slow holder may be asked once or twice
+	// (perHolder), and a hedge may go to it once.
+	if asks[slowID] > 3 {
+		t.Errorf("the slow holder was asked %d times; want at most 3", asks[slowID])
+	}
+	if len(rep.Reads) < 9 {
+		t.Fatalf("%d holders sent blocks; want the 9 fast ones at least", len(rep.Reads))
+	}
+	if slowBlocks >= minFast {
+		t.Errorf("the slow holder sent %d blocks, a fast one only %d", slowBlocks, minFast)
 	}
 }

@@ -22,6 +22,24 @@ type GetReport struct {
 	// once, and Hedges how many blocks were also asked of a spare holder
 	// for being late (reads of more than one segment).
 	Holders, Hedges int
+	// Reads are the holders a read of more than one segment asked for
+	// blocks, in the order of the bytes they sent: how the work spread.
+	Reads []HolderRead
+	// Located is how long the read took to know of k shares and start
+	// fetching blocks (reads of more than one segment).
+	Located time.Duration
+}
+
+// HolderRead is what one holder sent to one read.
+type HolderRead struct {
+	Node   string
+	Share  int
+	Blocks int     // blocks used (a hedge that lost is not counted)
+	Bytes  int64   // bytes of blocks received, used or not
+	Rate   float64 // the read's final throughput estimate of its link, bytes/s
+	// First and Last are when the read first asked it for a block and
+	// when its last block arrived, from the start of the fetching.
+	First, Last time.Duration
 }
 
 // distinctShares counts the share numbers among srcs.
@@ -262,6 +280,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	start := time.Now()
 	feed, err := c.findSources(ctx, vc)
 	if err != nil {
 		return nil, err
@@ -282,6 +301,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 		from, to = off/int64(rc.SegmentSize), (off+length-1)/int64(rc.SegmentSize)
 	}
 	blockBufs := freeBufs(rc.Params.BlockSize())
+	rep.Located = time.Since(start)
 	rd := c.newFetcher(ctx, vc, feed, from, to, blockBufs)
 	defer rd.close()
 
@@ -364,6 +384,7 @@ func (c *Client) Get(ctx context.Context, rc codec.ReadCap, w io.Writer, off, le
 	rep.Problems = append(rep.Problems, feed.problems()...)
 	rep.Problems = append(rep.Problems, rd.problems...)
 	rep.Holders, rep.Hedges = rd.peak, rd.hedges
+	rep.Reads = rd.holderReads()
 	if werr != nil {
 		return rep, werr
 	}
