@@ -177,6 +177,7 @@ func TestPutAckAtHappyCancelled(t *testing.T) {
 // shares. By rendezvous hashing alone, a plan of 10 of the 13 nodes
 // holds all 7 fast ones only 7% of the time, and the test fails.
 func TestPutPlacesByMeasuredLinks(t *testing.T) {
+	skipInRaceRun(t)
 	ln := linkemu.New(1)
 	g := testgrid.New(t, testgrid.Options{Nodes: 13, Net: ln})
 	slow := map[string]bool{}
