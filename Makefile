@@ -50,32 +50,13 @@ run: build
 ## through the browser, WebDAV, awscli and quilt cp (every-door.sh), the FUSE mount (cp, diff,
 ## mv, git, tar) and NBD volumes (nbdinfo, qemu-io, qemu-img, nbdcopy,
 ## fio's nbd engine, ext4 through nbdfuse and a loop device)
-# TIMED runs a client script and says how long it took (CI's budget).
-TIMED = QUILT_BIN=$(abspath $(BIN)) bash -c 's=$$(date +%s); "$$@"; rc=$$?; echo "== $$1: $$(( $$(date +%s) - s )) s"; exit $$rc' --
-
 test: build
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/sharestore/... ./internal/codec/
 	$(GO) test -count=1 -race -short -timeout 10m ./internal/object/ ./internal/dag/ ./internal/namespace/ ./internal/nsclient/ ./internal/tree/... ./internal/linkemu/ ./internal/lab/scenario/ ./internal/lab/report/
 	for t in $(FUZZ_TEST); do $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -parallel 1 ./$${t%%:*}/ || exit 1; done
-	$(TIMED) ./test/s3-clients.sh
-	@# minio-go's and minio-py's functional tests side by side, each on a
-	@# grid of its own (they wait on the grid more than they use the CPU):
-	@# minio-py's output follows minio-go's.
-	s=$$(date +%s); out=$$(mktemp); QUILT_BIN=$(abspath $(BIN)) ./test/s3-minio-py-functional.sh >"$$out" 2>&1 & py=$$!; \
-	QUILT_BIN=$(abspath $(BIN)) ./test/s3-minio-functional.sh; go=$$?; wait $$py; pyrc=$$?; cat "$$out"; rm -f "$$out"; \
-	echo "== minio functional tests: $$(( $$(date +%s) - s )) s"; [ $$go = 0 ] && [ $$pyrc = 0 ]
-	$(TIMED) ./test/swift-clients.sh
-	$(TIMED) ./test/swift-regions.sh
-	$(TIMED) ./test/sftp-clients.sh
-	$(TIMED) ./test/webdav-clients.sh
-	$(TIMED) ./test/owncloud-clients.sh
-	$(TIMED) ./test/cp-clients.sh
-	$(TIMED) ./test/webapp-browser/run.sh
-	$(TIMED) ./test/every-door.sh
-	$(TIMED) ./test/mount-clients.sh
-	$(TIMED) ./test/volume-clients.sh
+	QUILT_BIN=$(abspath $(BIN)) ./test/clients.sh
 
 ## fuzz: every fuzz target for FUZZTIME inputs each (make fuzz FUZZTIME=200000x
 ## for more)
