@@ -65,20 +65,24 @@ func (l *links) est(node string) *linkEst {
 	return e
 }
 
+// blend is the moving average of old (0: nothing measured yet) and a new
+// measurement v.
+func blend(old, v float64) float64 {
+	if old == 0 {
+		return v
+	}
+	return (1-ewma)*old + ewma*v
+}
+
 // upload records n bytes sent to node in d.
 func (l *links) upload(node string, n int64, d time.Duration) {
 	if n <= 0 || d <= 0 {
 		return
 	}
-	rate := float64(n) / d.Seconds()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.est(node)
-	if e.up == 0 {
-		e.up = rate
-	} else {
-		e.up = (1-ewma)*e.up + ewma*rate
-	}
+	e.up = blend(e.up, float64(n)/d.Seconds())
 }
 
 // download records n bytes of blocks read from node in d.
@@ -86,15 +90,10 @@ func (l *links) download(node string, n int64, d time.Duration) {
 	if n <= 0 || d <= 0 {
 		return
 	}
-	rate := float64(n) / d.Seconds()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.est(node)
-	if e.down == 0 {
-		e.down = rate
-	} else {
-		e.down = (1-ewma)*e.down + ewma*rate
-	}
+	e.down = blend(e.down, float64(n)/d.Seconds())
 }
 
 // readRate is what a read expects of a node's link before it has
@@ -120,11 +119,7 @@ func (l *links) roundTrip(node string, d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.est(node)
-	if e.rtt == 0 {
-		e.rtt = d
-	} else {
-		e.rtt = time.Duration((1-ewma)*float64(e.rtt) + ewma*float64(d))
-	}
+	e.rtt = time.Duration(blend(float64(e.rtt), float64(d)))
 	if co := l.coords[node]; co != nil {
 		l.place(node, co, d)
 		e.fed = true
