@@ -115,12 +115,9 @@ func (v *Verifier) verifyV2(r *http.Request, path string, query []param) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	secret, ok := "", false
-	if v.Secret != nil {
-		secret, ok = v.Secret(a.accessKey)
-	}
-	if !ok {
-		return nil, errInvalidAccessKeyID()
+	secret, err := v.secretOf(a.accessKey)
+	if err != nil {
+		return nil, err
 	}
 	if err := v.checkV2Time(a); err != nil {
 		return nil, err
@@ -146,7 +143,7 @@ func (v *Verifier) verifyV2(r *http.Request, path string, query []param) (*Resul
 			resources = append(resources, canonicalResourceV2(p, query, v2Disputed))
 		}
 	}
-	ok = false
+	ok := false
 	for _, head := range v2Heads(r, a) {
 		for _, res := range resources {
 			ok = hmac.Equal(a.signature, v2Sign(secret, head+res)) || ok

@@ -158,12 +158,9 @@ func (v *Verifier) Verify(r *http.Request) (*Result, error) {
 		return nil, err
 	}
 
-	secret, ok := "", false
-	if v.Secret != nil {
-		secret, ok = v.Secret(a.accessKey)
-	}
-	if !ok {
-		return nil, errInvalidAccessKeyID()
+	secret, err := v.secretOf(a.accessKey)
+	if err != nil {
+		return nil, err
 	}
 
 	if err := v.checkTime(a); err != nil {
@@ -467,4 +464,14 @@ func parseSignedHeaders(list string, presigned bool) ([]string, error) {
 		return nil, errMalformed(presigned, "The authorization header is malformed; the host header must be signed.")
 	}
 	return names, nil
+}
+
+// secretOf is the secret of an access key, or InvalidAccessKeyId.
+func (v *Verifier) secretOf(key string) (string, error) {
+	if v.Secret != nil {
+		if secret, ok := v.Secret(key); ok {
+			return secret, nil
+		}
+	}
+	return "", errInvalidAccessKeyID()
 }
