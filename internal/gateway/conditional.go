@@ -112,6 +112,13 @@ func (g *Gateway) current(b *bucket, p string) (ObjectInfo, []byte, bool, error)
 // bytes, ETag and time: the record is written again, under the key's
 // lock, as the current version has it. A missing key is ErrNoKey.
 func (g *Gateway) SetTags(ctx context.Context, bucketName, key string, tags map[string]string) (ObjectInfo, error) {
+	return g.rewriteCurrent(ctx, bucketName, key, func(info *ObjectInfo) { info.Tags = tags })
+}
+
+// rewriteCurrent writes the current version's record of key again, as
+// change leaves it, keeping its bytes: under the key's lock, as SetTags
+// and SetACL need. A missing key is ErrNoKey.
+func (g *Gateway) rewriteCurrent(ctx context.Context, bucketName, key string, change func(*ObjectInfo)) (ObjectInfo, error) {
 	b, err := g.bucket(ctx, bucketName)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -129,7 +136,7 @@ func (g *Gateway) SetTags(ctx context.Context, bucketName, key string, tags map[
 	if !found {
 		return ObjectInfo{}, ErrNoKey
 	}
-	info.Tags = tags
+	change(&info)
 	rec := encodeRecord(info, inline)
 	var entry dag.Hash
 	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {

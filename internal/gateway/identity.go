@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-
-	"github.com/quilt-grid/quilt/internal/dag"
 )
 
 // Identity is who a request acts as, as S3's ACLs, policies and listings
@@ -57,31 +55,5 @@ func (g *Gateway) BucketOwner(ctx context.Context, bucketName string) (Identity,
 // under the key's lock, as the current version has it. A missing key is
 // ErrNoKey.
 func (g *Gateway) SetACL(ctx context.Context, bucketName, key string, acl json.RawMessage) (ObjectInfo, error) {
-	b, err := g.bucket(ctx, bucketName)
-	if err != nil {
-		return ObjectInfo{}, err
-	}
-	p, err := keyPath(key)
-	if err != nil {
-		return ObjectInfo{}, ErrNoKey
-	}
-	unlock := g.keys.lock(b.ns, p)
-	defer unlock()
-	info, inline, found, err := g.current(b, p)
-	if err != nil {
-		return ObjectInfo{}, err
-	}
-	if !found {
-		return ObjectInfo{}, ErrNoKey
-	}
-	info.ACL = acl
-	rec := encodeRecord(info, inline)
-	var entry dag.Hash
-	err = g.write(ctx, b, p, func(w *dag.Writer, a dag.Hash, heads []dag.Hash, n string) (*dag.Entry, []*dag.Block) {
-		e, blocks := w.FileInline(a, heads, n, rec, dag.MaxSealed)
-		entry = e.Hash()
-		return e, blocks
-	})
-	info.Key, info.Version = key, entry
-	return info, err
+	return g.rewriteCurrent(ctx, bucketName, key, func(info *ObjectInfo) { info.ACL = acl })
 }
