@@ -10,6 +10,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/dag"
 	"github.com/quilt-grid/quilt/internal/namespace"
+	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/repairer"
 	"github.com/quilt-grid/quilt/internal/sharefile"
@@ -46,6 +47,7 @@ type retirement struct {
 type leaseKeeper struct {
 	g      *Gateway
 	retire chan retirement
+	reg    chan string // read capabilities of new objects, to register (registerLoop)
 	stop   chan struct{}
 	wg     sync.WaitGroup
 }
@@ -59,7 +61,100 @@ func startLeases(g *Gateway) *leaseKeeper {
 	k.wg.Add(2)
 	go k.renewLoop()
 	go k.retireLoop()
+	if g.cfg.Nodes != nil {
+		k.reg = make(chan string, registerQueue)
+		k.wg.Add(1)
+		go k.registerLoop()
+	}
 	return k
+}
+
+// registerQueue is how many new objects may wait for registerLoop before
+// a write waits for it.
+const registerQueue = 4096
+
+// register hands the read capability of an object just stored to
+// registerLoop, which gives the nodes' repair registries its verify
+// capability soon after, in a batch with the others written meanwhile.
+// An object not registered by the time the gateway stops (or whose
+// registration fails) is registered by the next renewal walk: the one
+// at the next start at the latest.
+func (k *leaseKeeper) register(cap string) {
+	if k.reg == nil {
+		return
+	}
+	select {
+	case k.reg <- cap:
+	case <-k.stop:
+	}
+}
+
+// registerDelay is how long registerLoop gathers the objects written
+// after the first of a batch.
+const registerDelay = 200 * time.Millisecond
+
+// registerLoop registers the objects handed to register: those written
+// within registerDelay of the first go in one batch (up to
+// node.MaxRegistryBatch), so that a batch costs each node one request
+// and one transaction however many writes it serves. At stop, what is
+// queued is sent before it returns, within registerFlush.
+func (k *leaseKeeper) registerLoop() {
+	defer k.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t := time.NewTimer(registerDelay)
+	t.Stop()
+	for {
+		var batch []string
+		select {
+		case c := <-k.reg:
+			batch = append(batch, c)
+		case <-k.stop:
+			k.flushRegistrations()
+			return
+		}
+		t.Reset(registerDelay)
+	gather:
+		for len(batch) < node.MaxRegistryBatch {
+			select {
+			case c := <-k.reg:
+				batch = append(batch, c)
+			case <-t.C:
+				break gather
+			case <-k.stop:
+				t.Stop()
+				k.g.registerCaps(ctx, batch)
+				k.flushRegistrations()
+				return
+			}
+		}
+		t.Stop()
+		k.g.registerCaps(ctx, batch)
+	}
+}
+
+// registerFlush bounds how long a stopping gateway spends registering
+// what is queued.
+const registerFlush = 10 * time.Second
+
+// flushRegistrations registers what is queued, at stop.
+func (k *leaseKeeper) flushRegistrations() {
+	var batch []string
+	for {
+		select {
+		case c := <-k.reg:
+			batch = append(batch, c)
+			continue
+		default:
+		}
+		break
+	}
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), registerFlush)
+	defer cancel()
+	k.g.registerCaps(ctx, batch)
 }
 
 func (k *leaseKeeper) close() {
@@ -153,37 +248,43 @@ func (g *Gateway) RenewLeases(ctx context.Context) (RenewReport, error) {
 // registerCaps gives the repair registries of the grid's nodes the
 // verify capability of each of caps (read capabilities) that this
 // gateway has not yet registered since it started, as quilt put does
-// (repairer.Register), so that the nodes' repairers look after the
-// gateway's objects without any read capability. Best effort: a failure
-// is logged, and the next renewal walk tries again.
+// (repairer.RegisterAll, in batches), so that the nodes' repairers look
+// after the gateway's objects without any read capability. Best effort:
+// a failure is logged, and the next renewal walk tries again.
 func (g *Gateway) registerCaps(ctx context.Context, caps []string) {
 	if g.cfg.Nodes == nil {
 		return
 	}
+	var vcs []codec.VerifyCap
+	seen := map[sharefile.SI]bool{}
+	g.regMu.Lock()
 	for _, c := range caps {
-		if ctx.Err() != nil {
-			return
-		}
 		rc, err := codec.ParseReadCap(c)
 		if err != nil {
 			continue
 		}
-		si := rc.Key.StorageIndex()
-		g.regMu.Lock()
-		done := g.registered[si]
-		g.regMu.Unlock()
-		if done {
+		vc := rc.Verify()
+		if g.registered[vc.SI] || seen[vc.SI] {
 			continue
 		}
-		if _, err := repairer.Register(ctx, g.cfg.Nodes, rc.Verify()); err != nil {
-			g.log.Warn("repair registry: object not registered; the next renewal walk tries again", "si", fmt.Sprintf("%x", si[:]), "err", err)
+		seen[vc.SI] = true
+		vcs = append(vcs, vc)
+	}
+	g.regMu.Unlock()
+	for len(vcs) > 0 && ctx.Err() == nil {
+		batch := vcs[:min(len(vcs), node.MaxRegistryBatch)]
+		vcs = vcs[len(batch):]
+		if _, err := repairer.RegisterAll(ctx, g.cfg.Nodes, batch); err != nil {
+			g.log.Warn("repair registry: objects not registered; the next renewal walk tries again", "objects", len(batch), "err", err)
 			continue
 		}
 		g.regMu.Lock()
 		if g.registered == nil {
 			g.registered = map[sharefile.SI]bool{}
 		}
-		g.registered[si] = true
+		for _, vc := range batch {
+			g.registered[vc.SI] = true
+		}
 		g.regMu.Unlock()
 	}
 }

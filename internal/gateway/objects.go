@@ -270,7 +270,7 @@ func (g *Gateway) store(ctx context.Context, r io.Reader, size int64, want []byt
 		return st, ErrBadDigest
 	}
 	if st.cap != "" {
-		g.registerCaps(ctx, []string{st.cap}) // for repair (leases.go)
+		g.leases.register(st.cap) // for repair, in the background (leases.go)
 	}
 	return st, nil
 }

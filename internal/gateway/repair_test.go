@@ -3,8 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/gateway"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/repairer"
+	"github.com/quilt-grid/quilt/internal/sharefile"
 	"github.com/quilt-grid/quilt/internal/testgrid"
 )
 
@@ -67,15 +67,18 @@ func TestGatewayRegistersForRepair(t *testing.T) {
 		}
 		return n
 	}
-	if n := registered(); n != 6 {
-		t.Fatalf("after the put, %d of 6 nodes have the object in their repair registry", n)
+	// The put registers in the background, soon after it returns.
+	for deadline := time.Now().Add(10 * time.Second); registered() != 6; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the put, %d of 6 nodes have the object in their repair registry", registered())
+		}
 	}
 
 	// The registries lose the entry; a gateway started afresh registers
 	// it again on its renewal walk.
 	gw.Close()
 	for _, nd := range g.Nodes {
-		if err := os.RemoveAll(filepath.Join(nd.Dir(), "repair")); err != nil {
+		if err := nd.Unregister(vc.SI); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,5 +135,46 @@ func TestGatewayRegistersForRepair(t *testing.T) {
 	var got bytes.Buffer
 	if _, err := gw.Get(ctx, "rpb", "k", &got, 0, -1); err != nil || !bytes.Equal(got.Bytes(), body) {
 		t.Fatalf("read after repair: %v (%d bytes)", err, got.Len())
+	}
+}
+
+// The objects a gateway writes just before it stops, still waiting for
+// their batch, are in every node's repair registry once Close returns.
+func TestGatewayRegistersQueuedAtClose(t *testing.T) {
+	ctx := context.Background()
+	g := testgrid.New(t, testgrid.Options{Nodes: 4})
+	g.WaitAlive(4)
+	gw, err := gateway.Open(ctx, gateway.Config{Dir: t.TempDir(), Nodes: g.NodeClient(), Objects: g.Objects(object.Options{}),
+		NoSync: true, LeaseRenew: -1, CancelDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.CreateBucket(ctx, "rqc", ""); err != nil {
+		t.Fatal(err)
+	}
+	var sis []sharefile.SI
+	for i := range 5 {
+		body := randBytes(20_000)
+		info, err := gw.Put(ctx, "rqc", fmt.Sprint("k", i), bytes.NewReader(body), int64(len(body)), gateway.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := codec.ParseReadCap(info.Cap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sis = append(sis, rc.Key.StorageIndex())
+	}
+	gw.Close()
+	for i, nd := range g.Nodes {
+		reg, err := nd.Registered()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, si := range sis {
+			if reg[si] == "" {
+				t.Fatalf("node %d: an object written before Close is not in its repair registry", i)
+			}
+		}
 	}
 }

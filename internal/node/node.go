@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	bolt "go.etcd.io/bbolt"
 	"io"
 	"log/slog"
 	"net"
@@ -119,6 +120,7 @@ type Node struct {
 	id       *identity.Identity
 	secret   identity.Secret
 	store    sharestore.Store
+	registry *bolt.DB // the repair registry (registry.go)
 	members  *member.List
 	srv      *http.Server
 	ln       net.Listener
@@ -214,6 +216,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			n.ln.Close()
 			return nil, fmt.Errorf("node: %w", err)
 		}
+	}
+	if err := n.openRegistry(); err != nil {
+		n.closeRegistry()
+		n.closeMetrics()
+		n.members.Shutdown()
+		n.ln.Close()
+		return nil, err
 	}
 	handler := n.handler(nil)
 	if cfg.Mount != nil {
@@ -528,6 +537,7 @@ func (n *Node) Close() error {
 	err := n.srv.Shutdown(ctx)
 	n.wg.Wait()
 	n.closeMetrics()
+	n.closeRegistry()
 	return err
 }
 
@@ -562,6 +572,7 @@ func (n *Node) Kill() {
 	n.ln.Close()
 	n.wg.Wait()
 	n.closeMetrics()
+	n.closeRegistry()
 }
 
 func (n *Node) markClosed() bool {

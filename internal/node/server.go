@@ -35,6 +35,7 @@ func (n *Node) handler(extra http.Handler) http.Handler {
 	mux.HandleFunc("POST /v1/shares/{si}/cancel", n.cancelShares)
 	mux.HandleFunc("PUT /v1/repair/{si}", n.putRegistry)
 	mux.HandleFunc("GET /v1/repair", n.getRegistry)
+	mux.HandleFunc("POST /v1/repair", n.postRegistry)
 	mux.HandleFunc("POST /v1/drain", n.postDrain)
 	mux.HandleFunc("GET /v1/drain", n.getDrain)
 	return n.logRequests(mux)

@@ -347,7 +347,7 @@ func (r *Repairer) catchUp(ctx context.Context, live []string, reg map[sharefile
 		r.log.Debug("repair registry: a peer's", "peer", peer, "err", err)
 		return 0
 	}
-	learnt := 0
+	var batch []node.RegistryEntry
 	for _, e := range entries {
 		vc, err := codec.ParseVerifyCap(e)
 		if err != nil {
@@ -356,14 +356,16 @@ func (r *Repairer) catchUp(ctx context.Context, live []string, reg map[sharefile
 		if _, ok := reg[vc.SI]; ok {
 			continue
 		}
-		if err := r.node.Register(vc.SI, vc.String()); err != nil {
-			r.log.Warn("repair registry: keeping a peer's entry", "err", err)
-			continue
-		}
-		reg[vc.SI] = vc.String()
-		learnt++
+		batch = append(batch, node.RegistryEntry{SI: vc.SI, Entry: vc.String()})
 	}
-	return learnt
+	if err := r.node.RegisterMany(batch); err != nil {
+		r.log.Warn("repair registry: keeping a peer's entries", "err", err)
+		return 0
+	}
+	for _, e := range batch {
+		reg[e.SI] = e.Entry
+	}
+	return len(batch)
 }
 
 // Register gives every live node of the grid an entry of its repair
@@ -399,6 +401,56 @@ func Register(ctx context.Context, c *node.Client, vc codec.VerifyCap) (int, err
 	wg.Wait()
 	if ok == 0 {
 		return 0, fmt.Errorf("repairer: no node took the object's registry entry: %w", errors.Join(errs...))
+	}
+	return ok, nil
+}
+
+// RegisterAll gives every live node of the grid an entry of its repair
+// registry for each of the objects, as Register does for one, in
+// batches of node.MaxRegistryBatch entries (one request and one
+// transaction each), all nodes at once. It returns how many nodes took
+// every entry; an error only if none did.
+func RegisterAll(ctx context.Context, c *node.Client, vcs []codec.VerifyCap) (int, error) {
+	if len(vcs) == 0 {
+		return 0, nil
+	}
+	ms, err := c.Members(ctx, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	entries := make([]node.RegistryEntry, len(vcs))
+	for i, vc := range vcs {
+		entries[i] = node.RegistryEntry{SI: vc.SI, Entry: vc.String()}
+	}
+	var ok int
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		if m.State != member.Alive {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			for rest := entries; len(rest) > 0 && err == nil; {
+				n := min(len(rest), node.MaxRegistryBatch)
+				err = c.RegisterMany(ctx, m.ID, rest[:n])
+				rest = rest[n:]
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			ok++
+		}()
+	}
+	wg.Wait()
+	if ok == 0 {
+		return 0, fmt.Errorf("repairer: no node took the objects' registry entries: %w", errors.Join(errs...))
 	}
 	return ok, nil
 }
