@@ -91,7 +91,7 @@ func (k *leaseKeeper) register(cap string) {
 
 // registerDelay is how long registerLoop gathers the objects written
 // after the first of a batch.
-const registerDelay = 200 * time.Millisecond
+const registerDelay = time.Second
 
 // registerLoop registers the objects handed to register: those written
 // within registerDelay of the first go in one batch (up to
