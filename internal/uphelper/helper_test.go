@@ -7,6 +7,7 @@ import (
 	crand "crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/identity"
 	"github.com/quilt-grid/quilt/internal/linkemu"
@@ -518,6 +520,48 @@ func TestBusyHelperFallsBackToDirect(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the first upload through the helper: %v", err)
 	}
+	// The helper's node counts both on its /metrics.
+	want := map[string]float64{`quilt_helper_uploads_total{result="ok"}`: 1, `quilt_helper_uploads_total{result="busy"}`: 2, // Put, then PutVia before it went direct
+		`quilt_helper_uploads_total{result="failed"}`: 0, `quilt_helper_placed_bytes_total`: size, `quilt_helper_uploads_max`: 1}
+	got := gathered(t, g.Nodes[0].Registry())
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("%s = %v, want %v", name, got[name], v)
+		}
+	}
+	if sealed := got["quilt_helper_received_bytes_total"]; sealed < size {
+		t.Errorf("quilt_helper_received_bytes_total = %v, want at least the file's %d bytes", sealed, size)
+	}
+}
+
+// gathered returns the values of a registry's counters and gauges, by
+// name and labels as Prometheus writes them.
+func gathered(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			if len(m.GetLabel()) > 0 {
+				var ls []string
+				for _, l := range m.GetLabel() {
+					ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				}
+				name += "{" + strings.Join(ls, ",") + "}"
+			}
+			switch {
+			case m.GetCounter() != nil:
+				out[name] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[name] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
 }
 
 // A client that stops sending mid-upload, its connection still open,

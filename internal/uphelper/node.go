@@ -61,6 +61,6 @@ func Mount(cfg NodeConfig) func(n *node.Node) http.Handler {
 		})
 		nc := n.LocalClient()
 		register := func(ctx context.Context, vc codec.VerifyCap) (int, error) { return repairer.Register(ctx, nc, vc) }
-		return NewServer(Config{Objects: obj, Uploads: cfg.Uploads, BodyStall: cfg.BodyStall, Register: register, Logger: log})
+		return NewServer(Config{Objects: obj, Uploads: cfg.Uploads, BodyStall: cfg.BodyStall, Register: register, Logger: log, Metrics: n.Registry()})
 	}
 }

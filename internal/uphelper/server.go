@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/sharefile"
@@ -58,13 +59,19 @@ type Config struct {
 	BodyStall time.Duration
 	// Logger receives one line per upload.
 	Logger *slog.Logger
+	// Metrics, if set, registers the helper's metrics (a node's
+	// registry, served on its /metrics).
+	Metrics prometheus.Registerer
 }
 
 // Server is an upload helper. It is safe for concurrent use.
 type Server struct {
-	cfg  Config
-	slot chan struct{}
-	log  *slog.Logger
+	cfg     Config
+	slot    chan struct{}
+	log     *slog.Logger
+	uploads *prometheus.CounterVec // by result: ok, busy, failed, bad_request
+	bytes   prometheus.Counter     // sealed bytes received
+	placed  prometheus.Counter     // plaintext bytes of the objects placed
 }
 
 // NewServer returns a helper that places shares with cfg.Objects.
@@ -78,7 +85,38 @@ func NewServer(cfg Config) *Server {
 	if cfg.BodyStall <= 0 {
 		cfg.BodyStall = 60 * time.Second
 	}
-	return &Server{cfg: cfg, slot: make(chan struct{}, cfg.Uploads), log: cfg.Logger}
+	s := &Server{cfg: cfg, slot: make(chan struct{}, cfg.Uploads), log: cfg.Logger,
+		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quilt_helper_uploads_total",
+			Help: "Uploads the node's upload helper was asked for, by result: ok (placed at happiness), busy (refused with 503, at its most uploads), failed (not placed), bad_request."},
+			[]string{"result"}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "quilt_helper_received_bytes_total",
+			Help: "Sealed (encrypted) bytes the upload helper received from uploaders."}),
+		placed: prometheus.NewCounter(prometheus.CounterOpts{Name: "quilt_helper_placed_bytes_total",
+			Help: "Bytes of file (plaintext size) of the objects the upload helper placed at happiness."}),
+	}
+	for _, r := range []string{"ok", "busy", "failed", "bad_request"} {
+		s.uploads.WithLabelValues(r)
+	}
+	if cfg.Metrics != nil {
+		active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "quilt_helper_uploads_active",
+			Help: "Uploads the upload helper is running now."}, func() float64 { return float64(len(s.slot)) })
+		slots := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "quilt_helper_uploads_max",
+			Help: "The most uploads the upload helper runs at once (--helper-uploads)."}, func() float64 { return float64(cap(s.slot)) })
+		cfg.Metrics.MustRegister(s.uploads, s.bytes, s.placed, active, slots)
+	}
+	return s
+}
+
+// countingReader counts the bytes read through it into a counter.
+type countingReader struct {
+	r io.Reader
+	c prometheus.Counter
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.c.Add(float64(n))
+	return n, err
 }
 
 // Status is what GET /v1/helper answers.
@@ -137,42 +175,48 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	bad := func(msg string) {
+		s.uploads.WithLabelValues("bad_request").Inc()
+		http.Error(w, msg, http.StatusBadRequest)
+	}
 	p, happy, err := paramsOf(r)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		bad(err.Error())
 		return
 	}
 	q := r.URL.Query()
 	si, err := parseSI(q.Get("si"))
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		bad(err.Error())
 		return
 	}
 	size := int64(-1)
 	if v := q.Get("size"); v != "" {
 		size, err = strconv.ParseInt(v, 10, 64)
 		if err != nil || size < 0 {
-			http.Error(w, fmt.Sprintf("uphelper: bad size %q", v), http.StatusBadRequest)
+			bad(fmt.Sprintf("uphelper: bad size %q", v))
 			return
 		}
 	}
 	lease, err := leaseOf(r.Header)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		bad(err.Error())
 		return
 	}
 	select {
 	case s.slot <- struct{}{}:
 		defer func() { <-s.slot }()
 	default:
+		s.uploads.WithLabelValues("busy").Inc()
 		http.Error(w, fmt.Sprintf("uphelper: busy with %d uploads", cap(s.slot)), http.StatusServiceUnavailable)
 		return
 	}
 	start := time.Now()
-	body := &stallBody{r: r.Body, rc: http.NewResponseController(w), stall: s.cfg.BodyStall}
+	body := &stallBody{r: countingReader{r: r.Body, c: s.bytes}, rc: http.NewResponseController(w), stall: s.cfg.BodyStall}
 	defer body.done()
 	vc, rep, err := s.cfg.Objects.PutSealed(r.Context(), body, size, p, si, happy, lease)
 	if err != nil {
+		s.uploads.WithLabelValues("failed").Inc()
 		s.log.Info("helper upload failed", "si", hex.EncodeToString(si[:4]), "err", err)
 		code := http.StatusBadGateway
 		if errors.Is(err, object.ErrUnhappy) {
@@ -181,6 +225,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "uphelper: "+err.Error(), code)
 		return
 	}
+	s.uploads.WithLabelValues("ok").Inc()
+	s.placed.Add(float64(vc.Size))
 	s.log.Info("helper upload", "si", hex.EncodeToString(si[:4]), "bytes", vc.Size, "happiness", rep.Happiness, "pending", rep.Pending, "took", time.Since(start))
 	a := Answer{Root: hex.EncodeToString(vc.Root[:]), Size: vc.Size, Happiness: rep.Happiness, Zones: rep.Zones, Pending: rep.Pending}
 	if s.cfg.Register != nil {
