@@ -146,7 +146,9 @@ func (g *gridFlags) connect() (*session, error) {
 			return m.Sum(nil)
 		},
 	})
-	return &session{inv: inv, given: given, nodes: nc, objects: oc, log: log}, nil
+	s := &session{inv: inv, given: given, nodes: nc, objects: oc, log: log}
+	s.loadLinks() // links.go
+	return s, nil
 }
 
 // rememberPeers keeps the addresses of the members seen alive, so a later

@@ -109,6 +109,7 @@ func runPut(ctx context.Context, args []string) error {
 // prints its capability and waits for its background completion.
 func putDone(ctx context.Context, s *session, rc codec.ReadCap, rep *object.PutReport, happy int, verbose bool) error {
 	registerRepair(ctx, s, rc)
+	s.saveLinks()
 	if verbose {
 		for _, sh := range rep.Shares {
 			status := "stored"
@@ -244,6 +245,7 @@ func runGet(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("read only %d of the %d bytes asked for", got, total)
 	}
+	s.saveLinks()
 	if tmp != nil {
 		// Renamed into place only once whole. Not fsynced, as cp does not:
 		// the file is as durable as any other the user writes.

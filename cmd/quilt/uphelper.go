@@ -15,7 +15,7 @@ import (
 
 const helperHelp = "upload through this upload helper (a node run with --helper; its node ID, an 8-character prefix of it, or its API address): the file's ciphertext goes to it once, and it erasure-codes and places the shares (see docs/grid.md, \"Upload helper\")"
 
-const helperAutoHelp = "with the helper flag: go through the helper only when the links this process has measured make it faster (docs/grid.md), else upload directly; a process that has measured none (a single quilt put) goes direct"
+const helperAutoHelp = "with the helper flag: go through the helper only when the links this process has measured make it faster (docs/grid.md), else upload directly; a process that has measured none goes direct; quilt put and get keep what they measured in $QUILT_HOME/links.json for the next command"
 
 // helperFlags choose an upload helper.
 type helperFlags struct {
@@ -99,6 +99,7 @@ func putThroughHelper(ctx context.Context, s *session, h helperFlags, in io.Read
 	if rep.Answer.Registered == 0 {
 		registerRepair(ctx, s, rc)
 	}
+	s.saveLinks()
 	if verbose {
 		confirmed := map[int]bool{}
 		for _, sr := range rep.Confirmed {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +66,62 @@ func TestCLIPutThroughHelper(t *testing.T) {
 	}
 	if _, log, err := g.quilt(nil, "get", strings.TrimSpace(capOut), "-o", out+"2"); err != nil {
 		t.Fatalf("get: %v\n%s", err, log)
+	}
+}
+
+// A put keeps the link estimates it measured in $QUILT_HOME/links.json,
+// and the next command starts from them: a put --helper-auto in a new
+// process has estimates to compare (it used to say that it had measured
+// no link, and go direct). A damaged file is no estimates, not an error.
+func TestCLIKeepsLinkEstimates(t *testing.T) {
+	g := startTestGridFunc(t, 5, func(i int) []string {
+		if i == 0 {
+			return []string{"--helper"}
+		}
+		return nil
+	})
+	inv, err := identity.ParseInvite(waitFile(t, filepath.Join(g.nodeDir(0), "invite"), 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 2<<20)
+	rand.Read(data)
+	in := filepath.Join(g.base, "in")
+	if err := os.WriteFile(in, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	enc := []string{"--k", "2", "--n", "5", "--happy", "4"}
+	if _, log, err := g.quilt(nil, append([]string{"put"}, append(enc, in)...)...); err != nil {
+		t.Fatalf("put: %v\n%s", err, log)
+	}
+	var kept linksFile
+	b, err := os.ReadFile(filepath.Join(g.base, "home", "links.json"))
+	if err != nil {
+		t.Fatalf("no link estimates kept: %v", err)
+	}
+	if err := json.Unmarshal(b, &kept); err != nil {
+		t.Fatal(err)
+	}
+	measured := 0
+	for _, r := range kept.Nodes {
+		if r.Up > 0 {
+			measured++
+		}
+	}
+	if measured < 4 || kept.Grid == "" || strings.Contains(string(b), inv.Secret.String()) {
+		t.Fatalf("links.json: %d nodes with an upload estimate (want 4 or more), grid %q, or it names the secret:\n%s", measured, kept.Grid, b)
+	}
+	_, log, err := g.quilt(nil, append([]string{"put", "-v", "--helper", inv.Addrs[0], "--helper-auto"}, append(enc, in)...)...)
+	if err != nil {
+		t.Fatalf("put --helper-auto: %v\n%s", err, log)
+	}
+	if !strings.Contains(log, "path: ") || strings.Contains(log, "nodes measured") {
+		t.Errorf("put --helper-auto in a new process did not start from the kept estimates:\n%s", log)
+	}
+	if err := os.WriteFile(filepath.Join(g.base, "home", "links.json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, log, err := g.quilt(nil, append([]string{"put"}, append(enc, in)...)...); err != nil {
+		t.Fatalf("put with a damaged links.json: %v\n%s", err, log)
 	}
 }

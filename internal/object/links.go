@@ -250,3 +250,34 @@ func (c *Client) Links() map[string]LinkEstimate {
 	}
 	return out
 }
+
+// SeedLinks gives the client estimates of its links measured earlier, by
+// an earlier process on the same machine (quilt put and get keep them in
+// $QUILT_HOME/links.json): a node the client has not measured itself
+// starts from them, and its own measurements blend in as they come. A
+// process that has just started knows nothing else of its links, so
+// without them its first upload places by rendezvous alone, its first
+// read starts from no estimate, and an automatic choice of an upload
+// helper has nothing to compare. Values that are not positive and finite
+// are left out.
+func (c *Client) SeedLinks(m map[string]LinkEstimate) {
+	ok := func(v float64) bool { return v > 0 && v < 1e13 } // NaN fails both
+	c.links.mu.Lock()
+	defer c.links.mu.Unlock()
+	for id, s := range m {
+		rttOK := s.RTT > 0 && s.RTT < time.Minute
+		if id == "" || !ok(s.Up) && !ok(s.Down) && !rttOK {
+			continue
+		}
+		e := c.links.est(id)
+		if e.up == 0 && ok(s.Up) {
+			e.up = s.Up
+		}
+		if e.down == 0 && ok(s.Down) {
+			e.down = s.Down
+		}
+		if e.rtt == 0 && rttOK {
+			e.rtt = s.RTT
+		}
+	}
+}

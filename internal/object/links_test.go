@@ -111,3 +111,35 @@ func TestLinksRefuseIncompatibleCoordinates(t *testing.T) {
 		t.Fatalf("predicted %v from an incompatible coordinate", p)
 	}
 }
+
+// Seeded estimates fill in what the client has not measured itself and
+// never replace what it has; values that are not positive and finite are
+// left out.
+func TestSeedLinks(t *testing.T) {
+	c := &Client{}
+	c.links.upload("a", 1_000_000, time.Second) // 1 MB/s measured here
+	c.SeedLinks(map[string]LinkEstimate{
+		"a":   {Up: 5e6, Down: 2e6, RTT: 30 * time.Millisecond},
+		"b":   {Up: 3e5, RTT: 80 * time.Millisecond},
+		"bad": {Up: math.NaN(), Down: -1, RTT: -time.Second},
+		"":    {Up: 1e6},
+	})
+	got := c.Links()
+	if e := got["a"]; e.Up != 1e6 || e.Down != 2e6 || e.RTT != 30*time.Millisecond {
+		t.Errorf("a: %+v, want its measured 1 MB/s up and the seeded down and round trip", e)
+	}
+	if e := got["b"]; e.Up != 3e5 || e.RTT != 80*time.Millisecond {
+		t.Errorf("b: %+v, want the seeded estimates", e)
+	}
+	if e, ok := got["bad"]; ok {
+		t.Errorf("bad: %+v, want nothing kept", e)
+	}
+	if _, ok := got[""]; ok {
+		t.Error("an estimate without a node was kept")
+	}
+	// Placement goes by them: b, seeded slow, comes after a.
+	eta := c.links.eta([]Node{{ID: "a"}, {ID: "b"}}, 1<<20)
+	if eta("b") <= eta("a") {
+		t.Errorf("eta(b) = %v, not after eta(a) = %v", eta("b"), eta("a"))
+	}
+}
