@@ -102,6 +102,23 @@ func (k *leaseKeeper) registerLoop() {
 	defer k.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		// At stop, what is in flight and what is queued get
+		// registerFlush, then are cut off (a node that does not answer
+		// must not hold the gateway's Close).
+		select {
+		case <-k.stop:
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(registerFlush)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	t := time.NewTimer(registerDelay)
 	t.Stop()
 	for {
@@ -110,7 +127,7 @@ func (k *leaseKeeper) registerLoop() {
 		case c := <-k.reg:
 			batch = append(batch, c)
 		case <-k.stop:
-			k.flushRegistrations()
+			k.flushRegistrations(ctx)
 			return
 		}
 		t.Reset(registerDelay)
@@ -124,7 +141,7 @@ func (k *leaseKeeper) registerLoop() {
 			case <-k.stop:
 				t.Stop()
 				k.g.registerCaps(ctx, batch)
-				k.flushRegistrations()
+				k.flushRegistrations(ctx)
 				return
 			}
 		}
@@ -134,11 +151,11 @@ func (k *leaseKeeper) registerLoop() {
 }
 
 // registerFlush bounds how long a stopping gateway spends registering
-// what is queued.
+// what is in flight and queued.
 const registerFlush = 10 * time.Second
 
 // flushRegistrations registers what is queued, at stop.
-func (k *leaseKeeper) flushRegistrations() {
+func (k *leaseKeeper) flushRegistrations(ctx context.Context) {
 	var batch []string
 	for {
 		select {
@@ -149,12 +166,9 @@ func (k *leaseKeeper) flushRegistrations() {
 		}
 		break
 	}
-	if len(batch) == 0 {
-		return
+	if len(batch) > 0 {
+		k.g.registerCaps(ctx, batch)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), registerFlush)
-	defer cancel()
-	k.g.registerCaps(ctx, batch)
 }
 
 func (k *leaseKeeper) close() {

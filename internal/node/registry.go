@@ -84,8 +84,12 @@ func (n *Node) openRegistry() error {
 			batch = append(batch, RegistryEntry{SI: si, Entry: e})
 		}
 	}
-	if err := n.RegisterMany(batch); err != nil {
-		return err
+	for rest := batch; len(rest) > 0; {
+		part := rest[:min(len(rest), 1<<16)] // bounds a transaction's memory
+		rest = rest[len(part):]
+		if err := n.RegisterMany(part); err != nil {
+			return err
+		}
 	}
 	if err := os.RemoveAll(n.legacyRegistryDir()); err != nil {
 		return fmt.Errorf("node: %w", err)
