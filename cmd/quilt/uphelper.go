@@ -13,7 +13,7 @@ import (
 	"github.com/quilt-grid/quilt/internal/uphelper"
 )
 
-const helperHelp = "upload through this upload helper (a node run with --helper; its node ID, an 8-character prefix of it, or its API address): the file's ciphertext goes to it once, and it erasure-codes and places the shares (see docs/grid.md, \"Upload helper\")"
+const helperHelp = "upload through this upload helper (a node run with --helper; its node ID, an 8-character prefix of it, or its API address; or auto: the member running a helper with the best measured link): the file's ciphertext goes to it once, and it erasure-codes and places the shares (see docs/grid.md, \"Upload helper\")"
 
 const helperAutoHelp = "with the helper flag: go through the helper only when the links this process has measured make it faster (docs/grid.md), else upload directly; a process that has measured none goes direct; quilt put and get keep what they measured in $QUILT_HOME/links.json for the next command"
 
@@ -26,6 +26,16 @@ type helperFlags struct {
 func (h *helperFlags) register(fs *flag.FlagSet, name string) {
 	fs.StringVar(&h.addr, name, "", helperHelp)
 	fs.BoolVar(&h.auto, name+"-auto", false, helperAutoHelp)
+}
+
+// resolveHelper returns the node ID of the helper name says (a node ID,
+// a prefix, an address, or uphelper.Auto), and how it was chosen.
+func (s *session) resolveHelper(ctx context.Context, name string) (id, why string, err error) {
+	if name == uphelper.Auto {
+		return uphelper.Discover(ctx, s.nodes, s.objects.Links())
+	}
+	id, err = uphelper.Resolve(ctx, s.nodes, name)
+	return id, "asked for", err
 }
 
 // uploader returns the session's uploader through a helper.
@@ -45,7 +55,10 @@ func helperUpload(s *session, h helperFlags) func(ctx context.Context, r io.Read
 		mu.Lock()
 		if id == "" {
 			var err error
-			if id, err = uphelper.Resolve(ctx, s.nodes, h.addr); err != nil {
+			var why string
+			if id, why, err = s.resolveHelper(ctx, h.addr); err == nil {
+				s.log.Info("upload helper", "helper", id, "chosen", why)
+			} else {
 				mu.Unlock()
 				s.log.Warn("upload helper not found: uploading directly", "helper", h.addr, "err", err)
 				rc, _, err := s.objects.Put(ctx, r, size, p, happy)
@@ -74,9 +87,12 @@ func registerRepair(ctx context.Context, s *session, rc codec.ReadCap) {
 // helper (or, with --helper-auto, where Choose says), falling back to a
 // direct upload of a file when the helper fails.
 func putThroughHelper(ctx context.Context, s *session, h helperFlags, in io.Reader, size int64, p codec.Params, happy int, verbose bool) error {
-	helper, err := uphelper.Resolve(ctx, s.nodes, h.addr)
+	helper, why, err := s.resolveHelper(ctx, h.addr)
 	if err != nil {
 		return err
+	}
+	if verbose && h.addr == uphelper.Auto {
+		fmt.Fprintf(os.Stderr, "helper: %.8s, %s\n", helper, why)
 	}
 	u := s.uploader()
 	bar := startProgress("put", size)

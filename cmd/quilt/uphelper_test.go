@@ -118,6 +118,14 @@ func TestCLIKeepsLinkEstimates(t *testing.T) {
 	if !strings.Contains(log, "path: ") || strings.Contains(log, "nodes measured") {
 		t.Errorf("put --helper-auto in a new process did not start from the kept estimates:\n%s", log)
 	}
+	// --helper auto finds the one node that runs a helper.
+	_, log, err = g.quilt(nil, append([]string{"put", "-v", "--helper", "auto"}, append(enc, in)...)...)
+	if err != nil {
+		t.Fatalf("put --helper auto: %v\n%s", err, log)
+	}
+	if !strings.Contains(log, "path: helper") || !strings.Contains(log, "of 1 helpers") {
+		t.Errorf("put -v --helper auto did not go through node 0's helper:\n%s", log)
+	}
 	if err := os.WriteFile(filepath.Join(g.base, "home", "links.json"), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,9 @@ type Meta struct {
 	// Draining is set by a node whose shares are being moved elsewhere
 	// (quilt node drain): it takes no new shares.
 	Draining bool `json:"draining,omitempty"`
+	// Helper is set by a node that runs an upload helper (quilt node
+	// --helper), so that clients find it (uphelper.Discover).
+	Helper bool `json:"helper,omitempty"`
 }
 
 // Member is a node as this member list knows it.

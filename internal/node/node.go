@@ -99,6 +99,10 @@ type Config struct {
 	// returns serves the API paths the node does not (a higher layer's,
 	// such as /v1/ns/).
 	Mount func(n *Node) http.Handler
+	// Helper says that Mount serves an upload helper (package
+	// uphelper): the node says so in its gossip metadata
+	// (member.Meta.Helper), for clients to find it.
+	Helper bool
 	// Metrics, if set, is a host:port where the node serves its
 	// Prometheus metrics at /metrics over plain HTTP (port 0 picks
 	// one): its API wants the grid's client certificates, which a
@@ -349,7 +353,7 @@ func (n *Node) join(ctx context.Context, seeds []string) error {
 func (n *Node) meta() member.Meta {
 	u := n.store.Usage()
 	m := member.Meta{ID: string(n.id.ID), Addr: n.addr, Zone: n.cfg.Zone,
-		Capacity: u.Capacity, Used: u.Used, Free: u.Free, Version: n.cfg.Version}
+		Capacity: u.Capacity, Used: u.Used, Free: u.Free, Version: n.cfg.Version, Helper: n.cfg.Helper}
 	if n.Draining() {
 		m.Draining, m.Free = true, 0 // placement gives it no new shares
 	}

@@ -60,6 +60,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	rep := namespace.NewReplica(namespace.ReplicaConfig{DB: db, SyncInterval: cfg.SyncInterval, Logger: cfg.Node.Logger})
 	cfg.Node.Messages, cfg.Node.Mount = rep, rep.Mount
 	if cfg.Helper != nil {
+		cfg.Node.Helper = true
 		cfg.Node.Mount = func(n *node.Node) http.Handler {
 			mux := http.NewServeMux()
 			mux.Handle("/v1/", rep.Mount(n))

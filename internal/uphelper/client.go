@@ -9,12 +9,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/member"
 	"github.com/quilt-grid/quilt/internal/node"
 	"github.com/quilt-grid/quilt/internal/object"
 	"github.com/quilt-grid/quilt/internal/sharefile"
@@ -80,6 +82,66 @@ func Resolve(ctx context.Context, nc *node.Client, s string) (string, error) {
 		return found[0], nil
 	}
 	return "", fmt.Errorf("%w: %q names %d members", ErrNoHelper, s, len(found))
+}
+
+// Auto is the helper name (quilt put --helper auto, quilt gateway
+// --upload-helper auto) that has the client choose among the members
+// that run a helper (Discover).
+const Auto = "auto"
+
+// Discover returns the node ID of the live member running an upload
+// helper (member.Meta.Helper) that the client's link estimates (its
+// object.Client.Links) make the best to send a file to: the highest
+// upload throughput measured, else the shortest round trip (measured or
+// predicted from network coordinates), else the first by ID; and says
+// why in words.
+func Discover(ctx context.Context, nc *node.Client, links map[string]object.LinkEstimate) (id, why string, err error) {
+	ms, err := nc.Members(ctx, 2*time.Second)
+	if err != nil {
+		return "", "", err
+	}
+	type cand struct {
+		id  string
+		up  float64
+		rtt time.Duration
+	}
+	var cs []cand
+	for _, m := range ms {
+		if m.State != member.Alive || !m.Helper {
+			continue
+		}
+		e := links[m.ID]
+		rtt := e.RTT
+		if rtt == 0 {
+			rtt = e.Predicted
+		}
+		cs = append(cs, cand{m.ID, e.Up, rtt})
+	}
+	if len(cs) == 0 {
+		return "", "", fmt.Errorf("%w: no live member of the grid runs an upload helper (quilt node --helper)", ErrNoHelper)
+	}
+	sort.Slice(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		switch {
+		case a.up != b.up:
+			return a.up > b.up
+		case (a.rtt > 0) != (b.rtt > 0):
+			return a.rtt > 0
+		case a.rtt != b.rtt:
+			return a.rtt < b.rtt
+		}
+		return a.id < b.id
+	})
+	c := cs[0]
+	switch {
+	case c.up > 0:
+		why = fmt.Sprintf("the fastest measured upload link (%.0f kB/s) of %d helpers", c.up/1e3, len(cs))
+	case c.rtt > 0:
+		why = fmt.Sprintf("the shortest round trip (%v) of %d helpers, no upload measured", c.rtt.Round(time.Millisecond), len(cs))
+	default:
+		why = fmt.Sprintf("the first by ID of %d helpers, no link measured", len(cs))
+	}
+	return c.id, why, nil
 }
 
 // HelperStatus asks a helper for its status at these parameters.

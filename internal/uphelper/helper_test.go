@@ -602,3 +602,44 @@ func TestStalledUploadCutOff(t *testing.T) {
 		t.Fatalf("after the stalled upload: %+v, %v; want no upload busy", st, err)
 	}
 }
+
+// Nodes that run a helper say so in their gossip metadata, and Discover
+// chooses among them by the client's link estimates; a grid with no
+// helper is ErrNoHelper.
+func TestDiscoverHelper(t *testing.T) {
+	g := testgrid.New(t, testgrid.Options{Nodes: 4, Helper: func(i int) func(*node.Node) http.Handler {
+		if i == 1 || i == 3 {
+			return testgrid.HelperMount()
+		}
+		return nil
+	}})
+	g.WaitAlive(4)
+	nc := g.NodeClient()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, b := string(g.Nodes[1].ID()), string(g.Nodes[3].ID())
+	var id, why string
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		id, why, err = uphelper.Discover(ctx, nc, map[string]object.LinkEstimate{a: {Up: 1e6}, b: {Up: 5e6}})
+		if err == nil && id == b || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || id != b || !strings.Contains(why, "fastest measured") {
+		t.Fatalf("Discover: %.8s (%s), %v; want %.8s, the helper with the faster link", id, why, err, b)
+	}
+	id, _, err = uphelper.Discover(ctx, nc, map[string]object.LinkEstimate{a: {RTT: 2 * time.Millisecond}, b: {RTT: 40 * time.Millisecond}})
+	if err != nil || id != a {
+		t.Fatalf("Discover by round trips: %.8s, %v; want %.8s", id, err, a)
+	}
+	if id, _, err := uphelper.Discover(ctx, nc, nil); err != nil || (id != a && id != b) {
+		t.Fatalf("Discover with no estimates: %.8s, %v; want one of the helpers", id, err)
+	}
+
+	plain := testgrid.New(t, testgrid.Options{Nodes: 2})
+	plain.WaitAlive(2)
+	if _, _, err := uphelper.Discover(ctx, plain.NodeClient(), nil); !errors.Is(err, uphelper.ErrNoHelper) {
+		t.Fatalf("Discover on a grid without helpers: %v, want ErrNoHelper", err)
+	}
+}
