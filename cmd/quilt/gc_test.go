@@ -106,16 +106,32 @@ func TestGCThroughS3(t *testing.T) {
 		}
 	}
 
+	// settled waits until the nodes' share bytes hold still: a PUT is
+	// acknowledged at happiness, and its last shares land after it.
+	settled := func() int64 {
+		t.Helper()
+		prev := int64(-1)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+			got := g.shareBytes(t, nodes)
+			if got == prev {
+				return got
+			}
+			prev = got
+		}
+		t.Fatal("the nodes' share bytes did not settle within 30 s")
+		return 0
+	}
+
 	keep, src := body(1<<20), body(1<<20+5)
 	put("keep", keep)
 	kept := time.Now()
-	before := g.shareBytes(t, nodes)
+	before := settled()
 	put("src", src)
-	srcBytes := g.shareBytes(t, nodes) - before
+	srcBytes := settled() - before
 	if _, err := client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: bucket, Key: aws.String("copied"), CopySource: aws.String("gcb/src")}); err != nil {
 		t.Fatal(err)
 	}
-	base := g.shareBytes(t, nodes)
+	base := settled()
 	if srcBytes <= 0 || base <= before+srcBytes {
 		t.Fatalf("share bytes: %d before src, %d with it, %d with its copy", before, before+srcBytes, base)
 	}
@@ -167,7 +183,7 @@ func TestGCThroughS3(t *testing.T) {
 
 	// quilt put: one --lease 2s renewed for an hour by quilt renew,
 	// one --lease 1s that nobody renews and that expires.
-	level := g.shareBytes(t, nodes)
+	level := settled()
 	file := filepath.Join(g.base, "f")
 	if err := os.WriteFile(file, body(300<<10), 0o600); err != nil {
 		t.Fatal(err)
@@ -180,7 +196,7 @@ func TestGCThroughS3(t *testing.T) {
 	if out, _, err := g.quilt(nil, "renew", "--lease", "1h", strings.TrimSpace(capOut)); err != nil || !strings.Contains(out, "lease renewed on") {
 		t.Fatalf("quilt renew: %v\n%s", err, out)
 	}
-	withPut := g.shareBytes(t, nodes)
+	withPut := settled()
 	if withPut == level {
 		t.Fatal("quilt put stored nothing")
 	}

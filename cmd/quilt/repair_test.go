@@ -1,21 +1,45 @@
 package main
 
 import (
+	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
+	"github.com/quilt-grid/quilt/internal/identity"
+	"github.com/quilt-grid/quilt/internal/node"
 )
 
 // repairGridArgs are the node flags of the repair tests: a scrub pass a
 // second, a repair pass every 300 ms.
 var repairGridArgs = []string{"--scrub-every", "1s", "--repair-every", "300ms", "--repair-budget", "4MiB"}
+
+// gridClient returns a node client of g's grid with an identity of its
+// own, as a client machine has.
+func gridClient(t *testing.T, g *testGrid) *node.Client {
+	t.Helper()
+	inv, err := identity.ParseInvite(g.invite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity.New(key, inv.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node.NewClient(inv, id)
+}
 
 // putForRepair stores random bytes with quilt put -v and returns the
 // read and verify capabilities.
@@ -93,15 +117,24 @@ func TestRepairAfterNodeLostProcesses(t *testing.T) {
 		rcs, vcs = append(rcs, rc), append(vcs, vc)
 	}
 	waitVerified(t, g, vcs, 10*time.Second)
-	// Every node's registry has the verify capabilities, no read one.
-	for i := range 5 {
+	// Every node's registry (GET /v1/repair) has the verify
+	// capabilities, no read one.
+	nc := gridClient(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ms, err := nc.Members(ctx, 0)
+	if err != nil || len(ms) != 5 {
+		t.Fatalf("members: %d, %v", len(ms), err)
+	}
+	for _, m := range ms {
+		entries, err := nc.Registry(ctx, m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(entries, "\n")
 		for j, vc := range vcs {
-			b, err := os.ReadFile(filepath.Join(g.nodeDir(i), "repair", hex.EncodeToString(vc.SI[:])))
-			if err != nil {
-				t.Fatalf("node %d has no registry entry for object %d: %v", i, j, err)
-			}
-			if e := strings.TrimSpace(string(b)); e != vc.String() || strings.Contains(e, rcs[j]) {
-				t.Fatalf("node %d's registry entry for object %d is %q, want the verify capability", i, j, e)
+			if !slices.Contains(entries, vc.String()) || strings.Contains(all, rcs[j]) {
+				t.Fatalf("node %.8s's registry lacks object %d's verify capability, or has its read capability:\n%s", m.ID, j, all)
 			}
 		}
 	}
