@@ -792,7 +792,7 @@ func (s *Server) getObject(q *request) {
 		h.Set(k, v)
 	}
 	setTagCount(h, info.Tags)
-	setLockHeaders(h, info) // objectlock.go
+	s.setLockHeaders(q, h, info) // objectlock.go
 	s.setExpiration(q, info)
 	// response-* parameters override the stored headers (presigned
 	// downloads name the file this way).

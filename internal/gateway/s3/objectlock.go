@@ -185,15 +185,21 @@ func hasChecksum(h http.Header) bool {
 	return strings.Contains(strings.ToLower(strings.Join(h.Values("X-Amz-Trailer"), ",")), "x-amz-checksum-")
 }
 
-// setLockHeaders sets the x-amz-object-lock-* headers of a read.
-func setLockHeaders(h http.Header, info gateway.ObjectInfo) {
+// setLockHeaders sets the x-amz-object-lock-* headers of a read, as S3
+// does: the retention ones if the requester may also
+// GetObjectRetention, the legal hold one if it may GetObjectLegalHold.
+func (s *Server) setLockHeaders(q *request, h http.Header, info gateway.ObjectInfo) {
 	l := info.Lock
 	if l == nil {
 		return
 	}
-	if l.Mode != "" {
+	may := func(name string) bool { return s.decide(q, name, q.bucket, q.object, gateway.Read) == nil }
+	if l.Mode != "" && may("GetObjectRetention") {
 		h.Set("x-amz-object-lock-mode", l.Mode)
 		h.Set("x-amz-object-lock-retain-until-date", l.RetainUntil.UTC().Format(lockTime))
+	}
+	if !may("GetObjectLegalHold") {
+		return
 	}
 	if l.LegalHold {
 		h.Set("x-amz-object-lock-legal-hold", "ON")

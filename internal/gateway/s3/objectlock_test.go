@@ -601,3 +601,56 @@ func TestObjectLockRestart(t *testing.T) {
 	}
 	check("at another gateway", client(srv2.URL, admin.ID, admin.Secret))
 }
+
+// TestObjectLockHeadersNeedPermission: a GET or HEAD shows an object's
+// retention only to a requester that may also GetObjectRetention, and its
+// legal hold only to one that may GetObjectLegalHold, as S3 does.
+func TestObjectLockHeadersNeedPermission(t *testing.T) {
+	e := newEnv(t, 3)
+	ctx := context.Background()
+	owner := e.key(t, false)
+	oc := e.client(owner)
+	lockBucket(t, oc, "lockhdr")
+	putLocked(t, oc, "lockhdr", "k", types.ObjectLockModeGovernance, time.Now().Add(time.Hour), true)
+	reader, err := e.gw.CreateKey(ctx, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcl := e.client(reader)
+	id := gateway.KeyIdentity(reader).ID
+	allow := func(actions string) {
+		t.Helper()
+		doc := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"` + id + `"},"Action":[` + actions + `],"Resource":"arn:aws:s3:::lockhdr/*"}]}`
+		if _, err := oc.PutBucketPolicy(ctx, &awss3.PutBucketPolicyInput{Bucket: aws.String("lockhdr"), Policy: aws.String(doc)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := func(c *awss3.Client) *awss3.HeadObjectOutput {
+		t.Helper()
+		out, err := c.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String("lockhdr"), Key: aws.String("k")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if o := head(oc); o.ObjectLockMode != types.ObjectLockModeGovernance || o.ObjectLockRetainUntilDate == nil || o.ObjectLockLegalHoldStatus != types.ObjectLockLegalHoldStatusOn {
+		t.Fatalf("the owner's HEAD: mode %q, until %v, hold %q", o.ObjectLockMode, o.ObjectLockRetainUntilDate, o.ObjectLockLegalHoldStatus)
+	}
+	allow(`"s3:GetObject"`)
+	if o := head(rcl); o.ObjectLockMode != "" || o.ObjectLockRetainUntilDate != nil || o.ObjectLockLegalHoldStatus != "" {
+		t.Errorf("a reader allowed only s3:GetObject sees mode %q, until %v, hold %q", o.ObjectLockMode, o.ObjectLockRetainUntilDate, o.ObjectLockLegalHoldStatus)
+	}
+	allow(`"s3:GetObject","s3:GetObjectRetention"`)
+	if o := head(rcl); o.ObjectLockMode != types.ObjectLockModeGovernance || o.ObjectLockLegalHoldStatus != "" {
+		t.Errorf("a reader allowed s3:GetObjectRetention: mode %q, hold %q; want the mode and no hold", o.ObjectLockMode, o.ObjectLockLegalHoldStatus)
+	}
+	allow(`"s3:GetObject","s3:GetObjectLegalHold"`)
+	out, err := rcl.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String("lockhdr"), Key: aws.String("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Body.Close()
+	if out.ObjectLockMode != "" || out.ObjectLockLegalHoldStatus != types.ObjectLockLegalHoldStatusOn {
+		t.Errorf("a reader allowed s3:GetObjectLegalHold, GET: mode %q, hold %q; want the hold and no mode", out.ObjectLockMode, out.ObjectLockLegalHoldStatus)
+	}
+}
