@@ -13,10 +13,10 @@ import (
 	"github.com/quilt-grid/quilt/internal/identity"
 )
 
-// quilt put --helper goes through a node run with --helper and says so;
-// the file reads back; with the helper killed, a file is uploaded
-// directly instead, and -v says why.
-func TestCLIPutThroughHelper(t *testing.T) {
+// startHelperGrid starts five node processes, node 0 with --helper, and
+// returns node 0's invite.
+func startHelperGrid(t *testing.T) (*testGrid, identity.Invite) {
+	t.Helper()
 	g := startTestGridFunc(t, 5, func(i int) []string {
 		if i == 0 {
 			return []string{"--helper"}
@@ -27,6 +27,14 @@ func TestCLIPutThroughHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return g, inv
+}
+
+// quilt put --helper goes through a node run with --helper and says so;
+// the file reads back; with the helper killed, a file is uploaded
+// directly instead, and -v says why.
+func TestCLIPutThroughHelper(t *testing.T) {
+	g, inv := startHelperGrid(t)
 	helperAddr := inv.Addrs[0]
 	data := make([]byte, 3<<20+12345)
 	rand.Read(data)
@@ -74,16 +82,7 @@ func TestCLIPutThroughHelper(t *testing.T) {
 // process has estimates to compare (it used to say that it had measured
 // no link, and go direct). A damaged file is no estimates, not an error.
 func TestCLIKeepsLinkEstimates(t *testing.T) {
-	g := startTestGridFunc(t, 5, func(i int) []string {
-		if i == 0 {
-			return []string{"--helper"}
-		}
-		return nil
-	})
-	inv, err := identity.ParseInvite(waitFile(t, filepath.Join(g.nodeDir(0), "invite"), 10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, inv := startHelperGrid(t)
 	data := make([]byte, 2<<20)
 	rand.Read(data)
 	in := filepath.Join(g.base, "in")

@@ -370,39 +370,10 @@ func (r *Repairer) catchUp(ctx context.Context, live []string, reg map[sharefile
 
 // Register gives every live node of the grid an entry of its repair
 // registry for the object: its verify capability, never a read
-// capability, asking them all at once. It returns how many nodes took
-// it; an error only if none did.
+// capability, asking them all at once (RegisterAll of one). It returns
+// how many nodes took it; an error only if none did.
 func Register(ctx context.Context, c *node.Client, vc codec.VerifyCap) (int, error) {
-	ms, err := c.Members(ctx, time.Second)
-	if err != nil {
-		return 0, err
-	}
-	var ok int
-	var errs []error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range ms {
-		if m.State != member.Alive {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := c.Register(ctx, m.ID, vc.SI, vc.String())
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			ok++
-		}()
-	}
-	wg.Wait()
-	if ok == 0 {
-		return 0, fmt.Errorf("repairer: no node took the object's registry entry: %w", errors.Join(errs...))
-	}
-	return ok, nil
+	return RegisterAll(ctx, c, []codec.VerifyCap{vc})
 }
 
 // RegisterAll gives every live node of the grid an entry of its repair
