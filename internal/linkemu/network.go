@@ -336,15 +336,22 @@ type stage struct {
 // stagesLocked returns the rate-limited stages from host from to host to,
 // in the order bytes pass them.
 func (n *Network) stagesLocked(from, to string, l Link, dir *direction) []stage {
+	stages := n.sendStagesLocked(from, to, l, dir)
+	if r := n.limits[to].Down; r > 0 {
+		stages = append(stages, stage{hostBucket(n.down, to), r})
+	}
+	return stages
+}
+
+// sendStagesLocked is stagesLocked without the receiver's downlink: the
+// stages a stream books when it sends (see Network.pump).
+func (n *Network) sendStagesLocked(from, to string, l Link, dir *direction) []stage {
 	var stages []stage
 	if r := n.limits[from].Up; r > 0 {
 		stages = append(stages, stage{hostBucket(n.up, from), r})
 	}
 	if l.Bandwidth > 0 {
 		stages = append(stages, stage{&dir.bucket, l.Bandwidth})
-	}
-	if r := n.limits[to].Down; r > 0 {
-		stages = append(stages, stage{hostBucket(n.down, to), r})
 	}
 	return stages
 }
