@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -172,9 +170,7 @@ func firstAdmin(ctx context.Context, gw *gateway.Gateway, pwFile string) error {
 	if b, err := os.ReadFile(pwFile); err == nil && gateway.CheckPassword(strings.TrimSpace(string(b))) == nil {
 		pw = strings.TrimSpace(string(b)) // an older gateway's default user's
 	} else {
-		b := make([]byte, 18)
-		rand.Read(b)
-		pw = base64.RawURLEncoding.EncodeToString(b)
+		pw = gateway.NewPassword()
 		// The password first: a crash before the account is made makes
 		// it at the next start with this password.
 		if err := writeFileAtomic(pwFile, []byte(pw+"\n"), 0o600); err != nil {

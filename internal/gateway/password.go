@@ -111,7 +111,13 @@ func hashAppPassword(secret string) string {
 
 // newAppSecret returns a new app password: 32 lower-case base32
 // characters.
-func newAppSecret() string {
+func newAppSecret() string { return NewPassword() }
+
+// NewPassword returns a new random password: 32 lower-case letters and
+// digits (160 bits, base32), so that no command line takes it for an
+// option (owncloudcmd reads a password that starts with "-" as one, and
+// prints its usage) and no shell expands it.
+func NewPassword() string {
 	b := make([]byte, 20)
 	rand.Read(b)
 	return strings.ToLower(b32.EncodeToString(b))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -508,4 +509,18 @@ func BenchmarkAuthenticate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A generated password is 32 lower-case base32 characters: nothing a
+// command line takes for an option (a leading "-") or a shell expands.
+func TestNewPassword(t *testing.T) {
+	re := regexp.MustCompile(`^[a-z2-7]{32}$`)
+	seen := map[string]bool{}
+	for range 1000 {
+		pw := gateway.NewPassword()
+		if !re.MatchString(pw) || seen[pw] {
+			t.Fatalf("password %q: not 32 of [a-z2-7], or seen before", pw)
+		}
+		seen[pw] = true
+	}
 }
