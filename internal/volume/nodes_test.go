@@ -57,6 +57,11 @@ func TestVolumeWritesWithNodesDown(t *testing.T) {
 	g.Restart(4)
 	g.Kill(0)
 	g.Kill(2)
+	g.WaitAlive(4)
+	// As above: the object client's member view must be past its 2 s,
+	// or it still has 1 and 4 down and 0 and 2 up, and asks the wrong
+	// four nodes for extent 1.
+	time.Sleep(2500 * time.Millisecond)
 	v2 := open(t, mk(), "d")
 	defer v2.Close()
 	if got := readAll(t, v2); !bytes.Equal(got, model) {
