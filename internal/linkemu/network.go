@@ -62,9 +62,10 @@ type Link struct {
 // capacity of its one radio or cable, as tc on its interface would. It
 // applies on top of the links' own Bandwidth: bytes pass the sender's
 // uplink, then their link, then the receiver's downlink, queueing at each.
-// Streams share a host's limit first come, first served, which is close
-// to but not quite TCP's fairness: a stream to a fast peer can take a
-// little of the share of streams to slow ones.
+// Streams share a host's limit first come, first served (a downlink in
+// the order bytes reach it), which is close to but not quite TCP's
+// fairness: a stream to or from a fast peer can take a little of the
+// share of streams of slow ones.
 type HostLimit struct {
 	Up   int64 // bytes per second the host sends, 0 unlimited
 	Down int64 // bytes per second the host receives, 0 unlimited
@@ -336,15 +337,22 @@ type stage struct {
 // stagesLocked returns the rate-limited stages from host from to host to,
 // in the order bytes pass them.
 func (n *Network) stagesLocked(from, to string, l Link, dir *direction) []stage {
+	stages := n.sendStagesLocked(from, to, l, dir)
+	if r := n.limits[to].Down; r > 0 {
+		stages = append(stages, stage{hostBucket(n.down, to), r})
+	}
+	return stages
+}
+
+// sendStagesLocked is stagesLocked without the receiver's downlink: the
+// stages a stream books when it sends (see Network.pump).
+func (n *Network) sendStagesLocked(from, to string, l Link, dir *direction) []stage {
 	var stages []stage
 	if r := n.limits[from].Up; r > 0 {
 		stages = append(stages, stage{hostBucket(n.up, from), r})
 	}
 	if l.Bandwidth > 0 {
 		stages = append(stages, stage{&dir.bucket, l.Bandwidth})
-	}
-	if r := n.limits[to].Down; r > 0 {
-		stages = append(stages, stage{hostBucket(n.down, to), r})
 	}
 	return stages
 }

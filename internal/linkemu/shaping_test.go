@@ -489,3 +489,33 @@ func TestProxy(t *testing.T) {
 		t.Errorf("StreamsOpened = %d, want 1", s.StreamsOpened)
 	}
 }
+
+// TestDownlinkServesInArrivalOrder: a receiver's downlink is a queue
+// served in the order bytes reach it. A slow sender whose uplink queue
+// holds a burst, and a fast one starting beside it, share a 2 MB/s
+// downlink: the fast stream gets what the slow one leaves, because the
+// slow stream's later chunks, which reach the downlink later, do not take
+// its time before the fast stream's earlier ones (booked when sent, they
+// did, and the downlink stood idle in between: the fast stream got about
+// 0.5 MB/s).
+func TestDownlinkServesInArrivalOrder(t *testing.T) {
+	const (
+		down = 2_000_000
+		slow = 100_000
+		size = 1_000_000
+	)
+	n := New(1)
+	n.SetHost("c", HostLimit{Down: down})
+	n.SetHost("s", HostLimit{Up: slow})
+	addr, done := sink(t)
+	n.Register("c", addr)
+	go flood(dial(t, n, "s", addr))
+	time.Sleep(50 * time.Millisecond) // the slow stream has its queue
+	start := time.Now()
+	send(t, dial(t, n, "f", addr), size)
+	fast := size / (<-done).Sub(start).Seconds()
+	t.Logf("fast stream beside a %d B/s one into a %d B/s downlink: %.0f B/s", slow, down, fast)
+	if want := 0.85 * (down - slow); fast < want {
+		t.Errorf("fast stream got %.0f B/s of the downlink, want at least %.0f (what the slow stream leaves, -15%%)", fast, want)
+	}
+}

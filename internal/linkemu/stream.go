@@ -187,39 +187,62 @@ func (n *Network) chunkSize(from, to string) int {
 	return size
 }
 
-// pump copies src to dst through the link from host from to host to: each
-// chunk queues for the link's bandwidth (shared with everything else sent
-// from from to to), then is held back by the link's delay and jitter,
-// never overtaking the chunk before it. When src ends it passes the end on
-// to dst (closing it, or only its write side for TCP); when dst fails it
-// closes both.
+// pump copies src to dst through the link from host from to host to.
+// Each chunk queues for the sender's uplink (shared with everything from
+// sends) and the link's bandwidth (shared with everything sent from from
+// to to), is held back by the link's delay and jitter, and then queues
+// for the receiver's downlink (shared with everything to receives) in
+// the order bytes reach it, never overtaking the chunk before it. When
+// src ends it passes the end on to dst (closing it, or only its write
+// side for TCP); when dst fails it closes both.
+//
+// The receiver's downlink is booked when a chunk reaches it, not when it
+// is sent: booked at sending, a chunk from a slow sender would take a
+// slot of the downlink as far ahead as its own queue reaches, and bytes
+// from faster senders that reach the downlink before it would queue
+// behind it while the downlink stands idle in between.
 func (n *Network) pump(dst, src net.Conn, from, to string) {
-	ch := make(chan chunk, pumpDepth)
+	window := make(chan struct{}, pumpDepth) // chunks in flight
+	sent := make(chan chunk, pumpDepth)      // due: when the chunk reaches to's downlink
 	go func() {
-		defer close(ch)
+		defer close(sent)
 		buf := make([]byte, 32<<10)
 		var prev time.Time // when the previous chunk arrives
 		for {
 			k, err := src.Read(buf[:n.chunkSize(from, to)])
 			if k > 0 {
+				window <- struct{}{}
 				due := n.queueChunk(from, to, k)
 				prev = later(due, prev)
-				ch <- chunk{append([]byte(nil), buf[:k]...), prev}
+				sent <- chunk{append([]byte(nil), buf[:k]...), prev}
 			}
 			if err != nil {
 				return
 			}
 		}
 	}()
-	for c := range ch {
+	received := make(chan chunk, pumpDepth) // due: when the chunk is through to's downlink
+	go func() {
+		defer close(received)
+		var prev time.Time
+		for c := range sent {
+			time.Sleep(time.Until(c.due))
+			prev = later(n.receiveChunk(to, len(c.b)), later(c.due, prev))
+			received <- chunk{c.b, prev}
+		}
+	}()
+	for c := range received {
 		time.Sleep(time.Until(c.due))
 		if _, err := dst.Write(c.b); err != nil {
 			src.Close()
 			dst.Close()
-			for range ch {
+			<-window
+			for range received {
+				<-window
 			}
 			return
 		}
+		<-window
 	}
 	if tc, ok := dst.(*net.TCPConn); ok {
 		tc.CloseWrite()
@@ -228,9 +251,11 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 	}
 }
 
-// queueChunk puts k bytes of a stream on the link from -> to and returns
-// when they arrive. While the link's queue is longer than its limit it
-// waits first, as a TCP sender held back by its window would.
+// queueChunk puts k bytes of a stream on the sender's uplink and the link
+// from -> to and returns when they reach the receiver's downlink (see
+// receiveChunk). While the queue at any of these stages, or the
+// receiver's downlink, is longer than its limit it waits first, as a TCP
+// sender held back by its window would.
 func (n *Network) queueChunk(from, to string, k int) time.Time {
 	for {
 		n.mu.Lock()
@@ -239,18 +264,42 @@ func (n *Network) queueChunk(from, to string, k int) time.Time {
 		now := time.Now()
 		// A stream does not queue more than the limit at any one stage:
 		// it waits first, as TCP backs off, and leaves the stages it
-		// shares (its host's uplink) to the others meanwhile.
-		_, queued, slowest := pass(n.stagesLocked(from, to, l, dir), now, k, false)
+		// shares (its host's uplink, the receiver's downlink) to the
+		// others meanwhile.
+		stages := n.sendStagesLocked(from, to, l, dir)
+		_, queued, slowest := pass(stages, now, k, false)
+		if r := n.limits[to].Down; r > 0 {
+			queued = max(queued, hostBucket(n.down, to).free.Sub(now))
+			if slowest == 0 || r < slowest {
+				slowest = r
+			}
+		}
 		if limit := queueLimit(slowest); slowest > 0 && queued > limit {
 			n.mu.Unlock()
 			time.Sleep(queued - limit/2)
 			continue
 		}
-		sent, _ := n.transmitLocked(from, to, l, dir, now, k, true)
+		sent, _, _ := pass(stages, now, k, true)
 		due := sent.Add(n.delayLocked(l))
 		n.mu.Unlock()
 		return due
 	}
+}
+
+// receiveChunk puts k bytes of a stream that reach host to now on its
+// downlink, behind the bytes that reached it before, and returns when
+// they are through.
+func (n *Network) receiveChunk(to string, k int) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	r := n.limits[to].Down
+	if r <= 0 {
+		return now
+	}
+	b := hostBucket(n.down, to)
+	b.free = later(now, b.free).Add(txTime(r, k))
+	return b.free
 }
 
 func later(a, b time.Time) time.Time {
