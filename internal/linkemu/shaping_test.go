@@ -519,3 +519,26 @@ func TestDownlinkServesInArrivalOrder(t *testing.T) {
 		t.Errorf("fast stream got %.0f B/s of the downlink, want at least %.0f (what the slow stream leaves, -15%%)", fast, want)
 	}
 }
+
+// TestSlowDownlinkQueueIsBounded: a bulk stream into a 20 kB/s downlink
+// from an unlimited sender keeps no more than about the queue limit on
+// the way, so a short message sent beside it is through within a few
+// hundred milliseconds. Counting only the bytes that reached the
+// downlink, the stream had its whole window ahead (64 chunks of 1500
+// bytes, 4.8 s), and every request to the slow host waited that long.
+func TestSlowDownlinkQueueIsBounded(t *testing.T) {
+	const down = 20_000
+	n := New(1)
+	n.SetHost("c", HostLimit{Down: down})
+	addr, done := sink(t)
+	n.Register("c", addr)
+	go flood(dial(t, n, "s", addr))
+	time.Sleep(time.Second) // the bulk stream's queue is full
+	start := time.Now()
+	send(t, dial(t, n, "f", addr), 100)
+	wait := (<-done).Sub(start)
+	t.Logf("100 bytes beside a bulk stream into a %d B/s downlink: through after %v", down, wait)
+	if limit := 4 * QueueLimit; wait > limit {
+		t.Errorf("100 bytes took %v behind the bulk stream, want at most %v (the queue limit and a few chunks)", wait, limit)
+	}
+}

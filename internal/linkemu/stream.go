@@ -204,6 +204,7 @@ func (n *Network) chunkSize(from, to string) int {
 func (n *Network) pump(dst, src net.Conn, from, to string) {
 	window := make(chan struct{}, pumpDepth) // chunks in flight
 	sent := make(chan chunk, pumpDepth)      // due: when the chunk reaches to's downlink
+	var pending int64                        // bytes sent, not yet on to's downlink; under n.mu
 	go func() {
 		defer close(sent)
 		buf := make([]byte, 32<<10)
@@ -212,7 +213,7 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 			k, err := src.Read(buf[:n.chunkSize(from, to)])
 			if k > 0 {
 				window <- struct{}{}
-				due := n.queueChunk(from, to, k)
+				due := n.queueChunk(from, to, k, &pending)
 				prev = later(due, prev)
 				sent <- chunk{append([]byte(nil), buf[:k]...), prev}
 			}
@@ -227,7 +228,7 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 		var prev time.Time
 		for c := range sent {
 			time.Sleep(time.Until(c.due))
-			prev = later(n.receiveChunk(to, len(c.b)), later(c.due, prev))
+			prev = later(n.receiveChunk(to, len(c.b), &pending), later(c.due, prev))
 			received <- chunk{c.b, prev}
 		}
 	}()
@@ -255,8 +256,12 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 // from -> to and returns when they reach the receiver's downlink (see
 // receiveChunk). While the queue at any of these stages, or the
 // receiver's downlink, is longer than its limit it waits first, as a TCP
-// sender held back by its window would.
-func (n *Network) queueChunk(from, to string, k int) time.Time {
+// sender held back by its window would. pending is the stream's bytes
+// sent but not yet on the downlink: they count as queued there, so a
+// stream into a slow downlink has no more than the limit's worth on the
+// way (without them it would have its whole window, seconds of a slow
+// downlink, ahead of every other stream's bytes).
+func (n *Network) queueChunk(from, to string, k int, pending *int64) time.Time {
 	for {
 		n.mu.Lock()
 		l := n.linkLocked(from, to)
@@ -269,7 +274,8 @@ func (n *Network) queueChunk(from, to string, k int) time.Time {
 		stages := n.sendStagesLocked(from, to, l, dir)
 		_, queued, slowest := pass(stages, now, k, false)
 		if r := n.limits[to].Down; r > 0 {
-			queued = max(queued, hostBucket(n.down, to).free.Sub(now))
+			ahead := max(hostBucket(n.down, to).free.Sub(now), 0) + txTime(r, int(*pending))
+			queued = max(queued, ahead)
 			if slowest == 0 || r < slowest {
 				slowest = r
 			}
@@ -281,6 +287,7 @@ func (n *Network) queueChunk(from, to string, k int) time.Time {
 		}
 		sent, _, _ := pass(stages, now, k, true)
 		due := sent.Add(n.delayLocked(l))
+		*pending += int64(k)
 		n.mu.Unlock()
 		return due
 	}
@@ -288,10 +295,11 @@ func (n *Network) queueChunk(from, to string, k int) time.Time {
 
 // receiveChunk puts k bytes of a stream that reach host to now on its
 // downlink, behind the bytes that reached it before, and returns when
-// they are through.
-func (n *Network) receiveChunk(to string, k int) time.Time {
+// they are through; they leave the stream's pending (see queueChunk).
+func (n *Network) receiveChunk(to string, k int, pending *int64) time.Time {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	*pending -= int64(k)
 	now := time.Now()
 	r := n.limits[to].Down
 	if r <= 0 {
