@@ -68,13 +68,13 @@ func TestGCThroughS3GiB(t *testing.T) {
 
 	keep, src := body(3<<20), body(2<<20+7)
 	put("keep", keep)
-	before := g.shareBytes(t, nodes)
+	before := g.settledShareBytes(t, nodes)
 	put("src", src)
-	srcBytes := g.shareBytes(t, nodes) - before
+	srcBytes := g.settledShareBytes(t, nodes) - before
 	if _, err := client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: bucket, Key: aws.String("copied"), CopySource: aws.String("gib/src")}); err != nil {
 		t.Fatal(err)
 	}
-	base := g.shareBytes(t, nodes)
+	base := g.settledShareBytes(t, nodes)
 	if srcBytes <= 0 || base <= before+srcBytes {
 		t.Fatalf("share bytes: %d before src, %d with it, %d with its copy", before, before+srcBytes, base)
 	}

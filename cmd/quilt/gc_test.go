@@ -36,6 +36,23 @@ func (g *testGrid) shareBytes(t *testing.T, n int) int64 {
 	return total
 }
 
+// settledShareBytes waits until the share bytes of g's first n nodes
+// hold still and returns them: a PUT is acknowledged at happiness, and
+// its last shares land after it.
+func (g *testGrid) settledShareBytes(t *testing.T, n int) int64 {
+	t.Helper()
+	prev := int64(-1)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		got := g.shareBytes(t, n)
+		if got == prev {
+			return got
+		}
+		prev = got
+	}
+	t.Fatal("the nodes' share bytes did not settle within 30 s")
+	return 0
+}
+
 // The grid reclaims space, with real processes: five nodes that sweep
 // expired leases every 200 ms, and a gateway whose objects have a 5 s
 // lease renewed every second. A bucket is filled through S3 (whole
@@ -106,21 +123,7 @@ func TestGCThroughS3(t *testing.T) {
 		}
 	}
 
-	// settled waits until the nodes' share bytes hold still: a PUT is
-	// acknowledged at happiness, and its last shares land after it.
-	settled := func() int64 {
-		t.Helper()
-		prev := int64(-1)
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-			got := g.shareBytes(t, nodes)
-			if got == prev {
-				return got
-			}
-			prev = got
-		}
-		t.Fatal("the nodes' share bytes did not settle within 30 s")
-		return 0
-	}
+	settled := func() int64 { return g.settledShareBytes(t, nodes) }
 
 	keep, src := body(1<<20), body(1<<20+5)
 	put("keep", keep)
