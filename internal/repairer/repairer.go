@@ -299,7 +299,7 @@ func (r *Repairer) Pass(ctx context.Context) (Result, error) {
 			continue
 		}
 		if rep != nil {
-			r.log.Info("DEBUG repairing", "si", hex.EncodeToString(si[:8]), "good", rep.Good, "total", rep.Total, "copies", fmt.Sprint(rep.Copies), "err", err)
+			r.log.Debug("repairing", "si", hex.EncodeToString(si[:8]), "good", rep.Good, "total", rep.Total, "copies", fmt.Sprint(rep.Copies), "err", err)
 		}
 		rep, err = r.obj.Repair(ctx, vc, false)
 		if rep != nil {
