@@ -25,6 +25,7 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	sc := fs.String("scenario", "", "network: a built-in name (qmpsu, azure, kreonet, lan) or a scenario file; default: the experiment's")
 	quick := fs.Bool("quick", false, "the small variant: a few minutes on two cores")
 	segSize := fs.String("segment-size", "", "write-read: segment size of Quilt's files (default 1MiB)")
+	runs := fs.Int("runs", 0, "write-read: runs of each case (default 3, --quick 1)")
 	sizes := fs.String("sizes", "", "write-read: comma-separated file sizes (such as 4MiB,32MiB) instead of the variant's")
 	clients := fs.String("clients", "", "write-read: comma-separated clients of the scenario to run from (default: every client)")
 	trace := fs.Bool("trace", false, "write-read: log what each holder sent to each of Quilt's reads of more than one segment")
@@ -89,6 +90,10 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 	env := &lab.Env{Quick: *quick, Log: os.Stderr, Seed: *seed, Scale: *scale, Out: *out, Work: *work, SwiftVenv: *swiftVenv, WaitAll: *waitAll, SegmentSize: int(seg),
 		Helper: *helper, HelperFor: *helperFor}
 	env.Trace = *trace
+	if *runs < 0 {
+		return fmt.Errorf("--runs %d: want a count of runs, or 0 for the variant's", *runs)
+	}
+	env.Runs = *runs
 	if *clients != "" {
 		env.Clients = strings.Split(*clients, ",")
 	}

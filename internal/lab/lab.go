@@ -88,6 +88,9 @@ type Env struct {
 	// every client of the scenario.
 	Sizes   []int64
 	Clients []string
+	// Runs, if above 0, is how many times write-read measures each case
+	// instead of its variant's (3, --quick 1).
+	Runs int
 	// Trace makes write-read log, for each of Quilt's reads of more than
 	// one segment, what each holder sent and when (object.HolderRead).
 	Trace bool

@@ -173,6 +173,9 @@ func runWriteRead(ctx context.Context, env *Env) error {
 	if env.Quick {
 		repeats = 1
 	}
+	if env.Runs > 0 {
+		repeats = env.Runs
+	}
 	tab := &report.Table{Title: fmt.Sprintf("write-read on %s: sequential write and read, %d KiB records, 3-of-10", sc.Name, recordSize>>10),
 		Columns: []string{"system", "client", "size", "bytes", "runs", "write MB/s (median)", "write q1", "write q3", "read MB/s (median)", "read q1", "read q3", "failed"}}
 	type key struct{ sys, client string }

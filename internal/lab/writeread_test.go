@@ -13,14 +13,14 @@ import (
 )
 
 // TestWriteReadSizesAndTrace runs write-read on perfect links with the
-// sizes, client and segment size chosen, and checks that the table has
-// exactly those cases and that the trace names the holders of the read
-// of several segments.
+// sizes, client, segment size and number of runs chosen, and checks
+// that the table has exactly those cases, each run that many times, and
+// that the trace names the holders of the read of several segments.
 func TestWriteReadSizesAndTrace(t *testing.T) {
 	out := t.TempDir()
 	var log bytes.Buffer
 	env := &Env{Quick: true, Out: out, Work: t.TempDir(), Seed: 1, Scenario: scenario.LAN(10), Log: &log,
-		Sizes: []int64{1 << 20}, Clients: []string{"client"}, SegmentSize: 256 << 10, Trace: true}
+		Sizes: []int64{1 << 20}, Clients: []string{"client"}, SegmentSize: 256 << 10, Trace: true, Runs: 2}
 	if err := Run(context.Background(), "write-read", env); err != nil {
 		t.Fatal(err)
 	}
@@ -33,8 +33,8 @@ func TestWriteReadSizesAndTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[1][3] != "1048576" || rows[1][1] != "client" {
-		t.Fatalf("rows %v; want one of 1 MiB from client", rows)
+	if len(rows) != 2 || rows[1][3] != "1048576" || rows[1][1] != "client" || rows[1][4] != "2" {
+		t.Fatalf("rows %v; want one of 1 MiB from client, run twice", rows)
 	}
 	if !strings.Contains(log.String(), "holders at once") || !strings.Contains(log.String(), "  s0") {
 		t.Errorf("no trace of the read's holders in the log:\n%s", log.String())
