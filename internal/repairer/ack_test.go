@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,25 +67,58 @@ func TestRepairCompletesUploadAckedAtHappiness(t *testing.T) {
 	if _, err := repairer.Register(ctx, nc, vc); err != nil {
 		t.Fatal(err)
 	}
+	log := slog.New(slog.NewTextHandler(newTestWriter(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for i, n := range g.Nodes {
 		if i == slow {
 			continue
 		}
-		r, err := repairer.New(repairer.Config{Node: n, Every: 200 * time.Millisecond, Stall: time.Minute})
+		r, err := repairer.New(repairer.Config{Node: n, Every: 200 * time.Millisecond, Stall: time.Minute, Logger: log.With("repairer", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(r.Close)
 	}
 	check := g.Objects(object.Options{})
-	for {
+	start := time.Now()
+	for next := 10 * time.Second; ; {
 		crep, err := check.Check(ctx, vc, false)
 		if err == nil && crep.Good == 10 && crep.Nodes == 10 {
 			break
+		}
+		if time.Since(start) > next {
+			t.Logf("after %v: %+v, %v", next, crep, err)
+			next += 10 * time.Second
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("the repairers did not place the missing share: %+v, %v", crep, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// testWriter hands what is written to t.Log (shown when the test fails,
+// or with -v), and drops it once the test has ended.
+type testWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func newTestWriter(t *testing.T) *testWriter {
+	w := &testWriter{t: t}
+	t.Cleanup(func() { // registered first, so it runs last
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(string(p))
+	}
+	return len(p), nil
 }
