@@ -86,8 +86,8 @@ bench-tahoe:
 ## (bench/lab-deps.sh)
 lab: build
 	./bench/lab-deps.sh
-	$(BIN) lab run write-read --quick --tahoe --out docs/lab/write-read
-	$(BIN) lab run write-read --quick --tahoe --tahoe-foolscap --out docs/lab/write-read-foolscap
+	$(BIN) lab run write-read --quick --tahoe --tahoe-foolscap --helper best-node --out docs/lab/write-read
+	$(BIN) lab run write-read --quick --tahoe --tahoe-foolscap --scenario azure --out docs/lab/write-read-azure
 	$(BIN) lab run put-get-del --quick --out docs/lab/put-get-del
 	$(BIN) lab run swift-bench --quick --out docs/lab/swift-bench
 	$(BIN) lab run convergence --quick --out docs/lab/convergence
