@@ -102,6 +102,13 @@ else
 	echo "==== every client script: $(($(date +%s) - start)) s"
 fi
 if [ -s "$logs/failed" ]; then
+	# The end of each failed script's output once more, last, where a
+	# CI log cut to its tail still shows why.
+	while read -r s; do
+		s=${s#test/}
+		echo "==== the last 60 lines of test/$s"
+		tail -n 60 "$logs/${s//\//-}.log"
+	done <"$logs/failed"
 	echo "FAILED: $(tr '\n' ' ' <"$logs/failed")"
 	rc=1
 fi
