@@ -15,6 +15,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 pids=()
 cleanup() {
+	local rc=$?
+	if [ "$rc" != 0 ]; then
+		# What HAProxy saw (its servers going up and down) and the
+		# gateways' warnings, to tell why.
+		for f in haproxy a1 a2 b1; do
+			[ -s "$work/$f.log" ] && { echo "== the end of $f's log"; tail -n 30 "$work/$f.log"; }
+		done
+	fi
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
 	rm -rf "$work"
 }
@@ -97,6 +105,11 @@ global
 defaults
     mode http
     timeout connect 2s
+    # A health check may take this long (without it, the check's
+    # interval, 250 ms, which a loaded machine's gateway can miss twice
+    # in a row, and HAProxy would mark a live gateway down). A killed
+    # gateway's port refuses at once, so it is still marked down fast.
+    timeout check 2s
     timeout client 60s
     timeout server 60s
     retries 2
