@@ -62,10 +62,12 @@ type Link struct {
 // capacity of its one radio or cable, as tc on its interface would. It
 // applies on top of the links' own Bandwidth: bytes pass the sender's
 // uplink, then their link, then the receiver's downlink, queueing at each.
-// Streams share a host's limit first come, first served (a downlink in
-// the order bytes reach it), which is close to but not quite TCP's
-// fairness: a stream to or from a fast peer can take a little of the
-// share of streams of slow ones.
+// Streams share a host's uplink as TCP flows share a bottleneck, each
+// with a quota of its own bytes in its queue (see Network.queueChunk), so
+// a stream that needs less than an equal share gets what it needs; they
+// share its downlink first come, first served in the order bytes reach
+// it, which is close to but not quite TCP's fairness: a stream from a
+// fast peer can take a little of the share of streams from slow ones.
 type HostLimit struct {
 	Up   int64 // bytes per second the host sends, 0 unlimited
 	Down int64 // bytes per second the host receives, 0 unlimited

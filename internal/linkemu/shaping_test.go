@@ -542,3 +542,39 @@ func TestSlowDownlinkQueueIsBounded(t *testing.T) {
 		t.Errorf("100 bytes took %v behind the bulk stream, want at most %v (the queue limit and a few chunks)", wait, limit)
 	}
 }
+
+// TestSlowPeerGetsItsRateFromBusyUplink: as the lab's best client writing
+// a file's shares: its uplink (8.7 MB/s) is the bottleneck of six
+// streams to fast peers (4 MB/s links), and a seventh goes to a peer
+// whose link and downlink carry 750 kB/s (6 Mbit/s). As TCP flows
+// through a bottleneck share it, the slow stream still gets its 750 kB/s:
+// the fast ones take the rest of the uplink, not part of its share. With
+// the uplink's queue first come, first served, the fast streams kept it
+// full and the slow one got about 300 kB/s.
+func TestSlowPeerGetsItsRateFromBusyUplink(t *testing.T) {
+	const (
+		up       = 8_700_000
+		slowRate = 750_000
+	)
+	n := New(1)
+	n.SetHost("a", HostLimit{Up: up})
+	addrS, doneS := sink(t)
+	n.Register("s", addrS)
+	n.SetHost("s", HostLimit{Up: slowRate, Down: slowRate})
+	n.SetLink("a", "s", Link{Bandwidth: slowRate, Delay: 2350 * time.Microsecond})
+	for i := range 6 {
+		addr, _ := sink(t)
+		peer := fmt.Sprint("fast", i)
+		n.Register(peer, addr)
+		n.SetLink("a", peer, Link{Bandwidth: 4_000_000, Delay: time.Millisecond})
+		go flood(dial(t, n, "a", addr))
+	}
+	time.Sleep(300 * time.Millisecond) // the fast streams fill the uplink
+	start := time.Now()
+	send(t, dial(t, n, "a", addrS), 1_500_000)
+	got := 1_500_000 / (<-doneS).Sub(start).Seconds()
+	t.Logf("slow peer's stream beside six fast ones on a busy %d B/s uplink: %.0f B/s (its stages allow %d)", up, got, slowRate)
+	if got < 0.9*slowRate || got > 1.1*slowRate {
+		t.Errorf("stream to a %d B/s peer beside fast ones on a busy uplink: %.0f B/s, want %d ± 10%%", slowRate, got, slowRate)
+	}
+}

@@ -205,6 +205,7 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 	window := make(chan struct{}, pumpDepth) // chunks in flight
 	sent := make(chan chunk, pumpDepth)      // due: when the chunk reaches to's downlink
 	var pending int64                        // bytes sent, not yet on to's downlink; under n.mu
+	var own upQueue                          // bytes sent, still in from's uplink; the sender's
 	go func() {
 		defer close(sent)
 		buf := make([]byte, 32<<10)
@@ -213,7 +214,7 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 			k, err := src.Read(buf[:n.chunkSize(from, to)])
 			if k > 0 {
 				window <- struct{}{}
-				due := n.queueChunk(from, to, k, &pending)
+				due := n.queueChunk(from, to, k, &pending, &own)
 				prev = later(due, prev)
 				sent <- chunk{append([]byte(nil), buf[:k]...), prev}
 			}
@@ -254,27 +255,47 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 
 // queueChunk puts k bytes of a stream on the sender's uplink and the link
 // from -> to and returns when they reach the receiver's downlink (see
-// receiveChunk). While the queue at any of these stages, or the
-// receiver's downlink, is longer than its limit it waits first, as a TCP
-// sender held back by its window would. pending is the stream's bytes
-// sent but not yet on the downlink: they count as queued there, so a
-// stream into a slow downlink has no more than the limit's worth on the
-// way (without them it would have its whole window, seconds of a slow
-// downlink, ahead of every other stream's bytes).
-func (n *Network) queueChunk(from, to string, k int, pending *int64) time.Time {
+// receiveChunk). While the queue at the link, or at the receiver's
+// downlink, is longer than its limit it waits first, as a TCP sender held
+// back by its window would. pending is the stream's bytes sent but not
+// yet on the downlink: those past the sender's uplink count as queued
+// there, so a stream into a slow downlink has no more than the limit's
+// worth on the way (without them it would have its whole window, seconds
+// of a slow downlink, ahead of every other stream's bytes).
+//
+// The sender's uplink is shared as TCP flows share a bottleneck: each
+// stream may have up to upQuota of its own bytes queued there (own),
+// whatever the others have, and waits for its own to leave beyond that.
+// So a stream that needs less than an equal share of the uplink (one to
+// a slow peer) gets what it needs, and the fast ones share the rest.
+// Held back by the uplink's whole queue instead, as the link's, a slow
+// stream waited behind the fast ones' bytes each time it backed off and
+// got a fraction of its rate (TestSlowPeerGetsItsRateFromBusyUplink).
+func (n *Network) queueChunk(from, to string, k int, pending *int64, own *upQueue) time.Time {
 	for {
 		n.mu.Lock()
 		l := n.linkLocked(from, to)
 		dir := n.dirLocked(from, to)
 		now := time.Now()
-		// A stream does not queue more than the limit at any one stage:
-		// it waits first, as TCP backs off, and leaves the stages it
-		// shares (its host's uplink, the receiver's downlink) to the
-		// others meanwhile.
 		stages := n.sendStagesLocked(from, to, l, dir)
-		_, queued, slowest := pass(stages, now, k, false)
+		rest, leave := stages, now // the stages after the uplink; when the bytes leave it
+		if r := n.limits[from].Up; r > 0 {
+			own.drain(now)
+			if own.bytes > 0 && own.bytes+int64(k) > upQuota(r, k) {
+				wait := own.q[0].leaves.Sub(now)
+				n.mu.Unlock()
+				time.Sleep(wait)
+				continue
+			}
+			leave = later(now, stages[0].b.free).Add(txTime(r, k))
+			rest = stages[1:]
+		}
+		// A stream does not queue more than the limit at its link or the
+		// receiver's downlink: it waits first, as TCP backs off, and
+		// leaves the downlink it shares to the others meanwhile.
+		_, queued, slowest := pass(rest, leave, k, false)
 		if r := n.limits[to].Down; r > 0 {
-			ahead := max(hostBucket(n.down, to).free.Sub(now), 0) + txTime(r, int(*pending))
+			ahead := max(hostBucket(n.down, to).free.Sub(now), 0) + txTime(r, int(*pending-own.bytes))
 			queued = max(queued, ahead)
 			if slowest == 0 || r < slowest {
 				slowest = r
@@ -286,10 +307,47 @@ func (n *Network) queueChunk(from, to string, k int, pending *int64) time.Time {
 			continue
 		}
 		sent, _, _ := pass(stages, now, k, true)
+		if len(rest) < len(stages) {
+			own.add(stages[0].b.free, k)
+		}
 		due := sent.Add(n.delayLocked(l))
 		*pending += int64(k)
 		n.mu.Unlock()
 		return due
+	}
+}
+
+// upQuota is how many of its own bytes a stream of chunks of k bytes may
+// have queued at its sender's uplink of rate bytes per second: 20 ms of
+// the uplink (a tenth of QueueLimit), at least two chunks, so that the
+// next is queued before the last leaves.
+func upQuota(rate int64, k int) int64 {
+	return max(2*int64(k), rate*int64(QueueLimit/10)/int64(time.Second))
+}
+
+// upQueue is a stream's bytes on its sender's uplink that have not left
+// it yet, oldest first.
+type upQueue struct {
+	q     []upChunk
+	bytes int64
+}
+
+type upChunk struct {
+	leaves time.Time
+	k      int64
+}
+
+// add counts k bytes that leave the uplink at leaves.
+func (u *upQueue) add(leaves time.Time, k int) {
+	u.q = append(u.q, upChunk{leaves, int64(k)})
+	u.bytes += int64(k)
+}
+
+// drain forgets the bytes that have left the uplink by now.
+func (u *upQueue) drain(now time.Time) {
+	for len(u.q) > 0 && !u.q[0].leaves.After(now) {
+		u.bytes -= u.q[0].k
+		u.q = u.q[1:]
 	}
 }
 
