@@ -205,7 +205,7 @@ func (n *Network) pump(dst, src net.Conn, from, to string) {
 	window := make(chan struct{}, pumpDepth) // chunks in flight
 	sent := make(chan chunk, pumpDepth)      // due: when the chunk reaches to's downlink
 	var pending int64                        // bytes sent, not yet on to's downlink; under n.mu
-	var own upQueue                          // bytes sent, still in from's uplink; the sender's
+	var own upQueue                          // bytes sent, still in from's uplink; the sending goroutine's alone
 	go func() {
 		defer close(sent)
 		buf := make([]byte, 32<<10)
