@@ -6,7 +6,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -330,6 +333,19 @@ func TestGridUploadFailsBelowHappiness(t *testing.T) {
 		}
 		if u := nd.Store().Usage(); u.Shares != 0 {
 			t.Fatalf("node %d holds %d shares of a failed upload", i, u.Shares)
+		}
+		// The aborted shares' temporary files go too: a node may still
+		// be ending the request when Put has returned.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left, err := os.ReadDir(filepath.Join(g.Dirs[i], "store", "tmp"))
+			if len(left) == 0 || errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d keeps %d temporary files of a failed upload (%v)", i, len(left), err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
