@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -15,13 +16,17 @@ import (
 
 func runLab(ctx context.Context, args []string) error {
 	fs := newFlagSet("lab", `Usage: quilt lab run EXPERIMENT [--scenario S] [--quick] [--out DIR]
+       quilt lab merge write-read [--scenario S] [--out DIR] DIR...
        quilt lab list
        quilt lab scenario NAME|FILE
 
 Runs one of the papers' experiments on a grid started in this process
 under an emulated network, and writes CSV, Markdown and PNG results to
 --out. 'quilt lab list' shows the experiments and scenarios; 'quilt lab
-scenario NAME' prints a scenario in the file format --scenario reads.`)
+scenario NAME' prints a scenario in the file format --scenario reads.
+'quilt lab merge write-read' pools the results of several write-read
+runs (the long variants' cases run side by side, each with --runs 1)
+into one table: the median and quartiles of a case's runs.`)
 	sc := fs.String("scenario", "", "network: a built-in name (qmpsu, azure, kreonet, lan) or a scenario file; default: the experiment's")
 	quick := fs.Bool("quick", false, "the small variant: a few minutes on two cores")
 	segSize := fs.String("segment-size", "", "write-read: segment size of Quilt's files (default 1MiB)")
@@ -70,6 +75,21 @@ scenario NAME' prints a scenario in the file format --scenario reads.`)
 			return err
 		}
 		return s.Format(os.Stdout)
+	case "merge":
+		if fs.NArg() < 3 || fs.Arg(1) != "write-read" {
+			fs.Usage()
+			return errUsage
+		}
+		s, err := scenario.Load(cmp.Or(*sc, "qmpsu"))
+		if err != nil {
+			return err
+		}
+		dir := cmp.Or(*out, filepath.Join("lab-results", "write-read"))
+		if err := lab.MergeWriteRead(dir, s, fs.Args()[2:]); err != nil {
+			return err
+		}
+		fmt.Printf("results in %s\n", dir)
+		return nil
 	case "run":
 		if fs.NArg() != 2 {
 			fs.Usage()

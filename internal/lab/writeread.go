@@ -176,11 +176,7 @@ func runWriteRead(ctx context.Context, env *Env) error {
 	if env.Runs > 0 {
 		repeats = env.Runs
 	}
-	tab := &report.Table{Title: fmt.Sprintf("write-read on %s: sequential write and read, %d KiB records, 3-of-10", sc.Name, recordSize>>10),
-		Columns: []string{"system", "client", "size", "bytes", "runs", "write MB/s (median)", "write q1", "write q3", "read MB/s (median)", "read q1", "read q3", "failed"}}
-	type key struct{ sys, client string }
-	series := map[key][3][]float64{} // sizes, write medians, read medians
-	var order []key
+	tab := writeReadTable(sc)
 	seed := uint64(env.Seed)
 	for _, c := range clients {
 		nc, oc, err := cl.ClientWith(c.Name, func(o *object.Options) { o.AckAtHappy = !env.WaitAll })
@@ -284,21 +280,53 @@ func runWriteRead(ctx context.Context, env *Env) error {
 				r1, rm, r3 := report.Quartiles(rs)
 				env.logf("%-10s client %-6s %9s  write %7.2f MB/s  read %7.2f MB/s", s.name, c.Name, report.SizeLabel(size), wm, rm)
 				tab.Add(s.name, c.Name, report.SizeLabel(size), size, repeats, wm, w1, w3, rm, r1, r3, failureNote(failed))
-				k := key{s.name, c.Name}
-				if _, ok := series[k]; !ok {
-					order = append(order, k)
-				}
-				v := series[k]
-				v[0], v[1], v[2] = append(v[0], float64(size)), append(v[1], wm), append(v[2], rm)
-				series[k] = v
 			}
 		}
 	}
+	return saveWriteRead(env.Out, sc, tab)
+}
+
+// writeReadTable is write-read's empty results table on scenario sc: a
+// row per system, client and size.
+func writeReadTable(sc *scenario.Scenario) *report.Table {
+	return &report.Table{Title: fmt.Sprintf("write-read on %s: sequential write and read, %d KiB records, 3-of-10", sc.Name, recordSize>>10),
+		Columns: []string{"system", "client", "size", "bytes", "runs", "write MB/s (median)", "write q1", "write q3", "read MB/s (median)", "read q1", "read q3", "failed"}}
+}
+
+// saveWriteRead writes tab (a writeReadTable) to out as CSV and
+// Markdown, with the scenario's notes and then notes, and plots each
+// system and client's median write and read rates against file size.
+// A failed case (no rate) is left out of the plots.
+func saveWriteRead(out string, sc *scenario.Scenario, tab *report.Table, notes ...string) error {
 	tab.Notes = append(tab.Notes, fmt.Sprintf("Scenario %s: %s.", sc.Name, sc.Description),
 		"MB/s = 10^6 bytes per second of file data; every read is checked against what was written.")
-	if _, _, err := report.Write(env.Out, "write-read", tab); err != nil {
+	tab.Notes = append(tab.Notes, notes...)
+	if _, _, err := report.Write(out, "write-read", tab); err != nil {
 		return err
 	}
+	type key struct{ sys, client string }
+	var order []key
+	series := map[key][3][]float64{} // sizes, write medians, read medians
+	var sizes []int64
+	for _, row := range tab.Rows {
+		wm, ok1 := row[5].(float64)
+		rm, ok2 := row[8].(float64)
+		size := row[3].(int64)
+		if !ok1 || !ok2 {
+			continue
+		}
+		k := key{row[0].(string), row[1].(string)}
+		if _, ok := series[k]; !ok {
+			order = append(order, k)
+		}
+		v := series[k]
+		v[0], v[1], v[2] = append(v[0], float64(size)), append(v[1], wm), append(v[2], rm)
+		series[k] = v
+		if !slices.Contains(sizes, size) {
+			sizes = append(sizes, size)
+		}
+	}
+	slices.Sort(sizes)
 	for i, what := range []string{"write", "read"} {
 		p := &report.Plot{Title: fmt.Sprintf("Sequential %s on %s (%d KiB records)", what, sc.Name, recordSize>>10),
 			XLabel: "file size", YLabel: "MB/s", LogX: true, XTicks: sizeTicks(sizes)}
@@ -306,7 +334,7 @@ func runWriteRead(ctx context.Context, env *Env) error {
 			v := series[k]
 			p.Series = append(p.Series, report.Series{Name: k.sys + ", client " + k.client, X: v[0], Y: v[1+i]})
 		}
-		if err := p.Save(filepath.Join(env.Out, "write-read-"+what+".png")); err != nil {
+		if err := p.Save(filepath.Join(out, "write-read-"+what+".png")); err != nil {
 			return err
 		}
 	}
