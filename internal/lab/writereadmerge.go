@@ -24,7 +24,8 @@ import (
 // A case (system, client and size) found in one directory only is
 // copied as it is. A case found in several is pooled: each of them must
 // hold a single run (--runs 1), and the merged row gives the median and
-// quartiles of those runs, and counts the failed ones. sc names the
+// quartiles of those runs, and counts the failed ones. Rows go by client,
+// then size, then system, each in the order first seen. sc names the
 // scenario in the title and notes; the inputs must have been run on it.
 func MergeWriteRead(out string, sc *scenario.Scenario, dirs []string) error {
 	if len(dirs) == 0 {
@@ -43,7 +44,8 @@ func MergeWriteRead(out string, sc *scenario.Scenario, dirs []string) error {
 	}
 	cases := map[key]*pooled{}
 	var keys []key
-	var systems, clients []string
+	var clients []string
+	systems := map[string][]string{} // client → its systems, in the order first seen
 	for _, d := range dirs {
 		rows, err := readWriteReadCSV(filepath.Join(d, "write-read.csv"))
 		if err != nil {
@@ -61,8 +63,8 @@ func MergeWriteRead(out string, sc *scenario.Scenario, dirs []string) error {
 				return fmt.Errorf("lab: merge: %s has the case %s, client %s, %s twice", d, k.sys, k.client, report.SizeLabel(k.size))
 			}
 			c.rows, c.froms = append(c.rows, row), append(c.froms, d)
-			if !slices.Contains(systems, k.sys) {
-				systems = append(systems, k.sys)
+			if !slices.Contains(systems[k.client], k.sys) {
+				systems[k.client] = append(systems[k.client], k.sys)
 			}
 			if !slices.Contains(clients, k.client) {
 				clients = append(clients, k.client)
@@ -79,7 +81,7 @@ func MergeWriteRead(out string, sc *scenario.Scenario, dirs []string) error {
 		if c := cmp.Compare(a.size, b.size); c != 0 {
 			return c
 		}
-		return slices.Index(systems, a.sys) - slices.Index(systems, b.sys)
+		return slices.Index(systems[a.client], a.sys) - slices.Index(systems[a.client], b.sys)
 	})
 	tab := writeReadTable(sc)
 	runs := 0
