@@ -211,11 +211,34 @@ func (g *nodesAsked) GetShare(ctx context.Context, node string, key sharestore.K
 // is not asked for anything. A quick read that always takes the data
 // shares reads from it, and the test fails.
 func TestQuickReadAvoidsSlowNode(t *testing.T) {
+	quickReadAvoids(t, 0, 50_000)
+}
+
+// The same with the slow node only three times slower than the others
+// (200 against 600 kB/s, a block of 200 kB taking it a second): a data
+// share's block that costs tens of milliseconds is swapped for a parity
+// share's from a node twice as fast or more. A quick read that swaps
+// only for a node four times as fast (as for blocks of a fast network)
+// reads from the slow node, and the test fails.
+func TestQuickReadAvoidsModeratelySlowNode(t *testing.T) {
+	quickReadAvoids(t, 600_000, 200_000)
+}
+
+// quickReadAvoids stores objects of one segment until one has a data
+// share on a node whose links carry slow bytes per second (the others'
+// fast, 0: no limit), then reads it and fails if the read asked that
+// node.
+func quickReadAvoids(t *testing.T, fast, slowRate int64) {
 	skipInRaceRun(t)
 	ln := linkemu.New(1)
 	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
 	const slow = 9
-	ln.SetHost(testgrid.Host(slow), linkemu.HostLimit{Up: 50_000, Down: 50_000})
+	if fast > 0 {
+		for i := range slow {
+			ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Up: fast, Down: fast})
+		}
+	}
+	ln.SetHost(testgrid.Host(slow), linkemu.HostLimit{Up: slowRate, Down: slowRate})
 	slowID := string(g.Nodes[slow].ID())
 	ng := &nodesAsked{NodeGrid: object.NodeGrid{Client: g.NodeClientAt(clientHost), MaxAge: time.Second}, nodes: map[string]bool{}}
 	c := object.New(ng, object.Options{LeaseSecret: testLease, Stall: time.Minute})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/quilt-grid/quilt/internal/codec"
 	"github.com/quilt-grid/quilt/internal/placement"
@@ -70,9 +71,13 @@ func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Co
 			} else {
 				block = make([]byte, bl)
 			}
+			start := time.Now()
 			errs[j] = guarded(func() error { return c.wholeShare(ctx, vc, sh, plan.Nodes[sh], block) })
 			if errs[j] == nil {
 				blocks[sh] = block
+				if bl >= 16<<10 { // less times round trips, as a read's blocks
+					c.links.download(plan.Nodes[sh], int64(bl), time.Since(start))
+				}
 			}
 			if errs[j] != nil {
 				cancelled[j] = errors.Is(ctx.Err(), context.Canceled) && parent.Err() == nil &&
@@ -107,7 +112,12 @@ func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Co
 // estimates put at less than a quarter of the speed of a parity share's
 // node (far beyond the noise of measurements on a uniform network) is
 // swapped for that parity share (a small segment decodes in
-// microseconds; a radio link of 1 Mbit/s costs seconds).
+// microseconds; a radio link of 1 Mbit/s costs seconds). Where the data
+// share's block would take its node slowSwapBlock or more, half the
+// speed is enough: the estimates were measured on links shared with
+// other transfers, which brings fast nodes' figures down toward slow
+// ones', and a block that costs tens of milliseconds is worth a swap
+// that the noise of a fast network is not.
 func (c *Client) quickShares(vc codec.VerifyCap, plan placement.Plan) []int {
 	which := make([]int, vc.K)
 	for i := range which {
@@ -131,7 +141,11 @@ func (c *Client) quickShares(vc codec.VerifyCap, plan placement.Plan) []int {
 			continue // nothing known: the data share
 		}
 		best := spare[0]
-		if used[plan.Nodes[best]] || rate(best) < 4*r {
+		ratio := 4.0
+		if float64(vc.Layout().BlockLen(0))/r >= slowSwapBlock.Seconds() {
+			ratio = 2
+		}
+		if used[plan.Nodes[best]] || rate(best) < ratio*r {
 			continue
 		}
 		which[i], spare = best, spare[1:]
@@ -140,6 +154,11 @@ func (c *Client) quickShares(vc codec.VerifyCap, plan placement.Plan) []int {
 	slices.Sort(which)
 	return which
 }
+
+// slowSwapBlock is how long a data share's block must be expected to
+// take before a quick read swaps it for a parity share's from a node
+// twice as fast (quickShares).
+const slowSwapBlock = 20 * time.Millisecond
 
 // wholeShare fetches a one-segment share whole, its block into block
 // (which must be the block's length), checked against the share's
