@@ -44,7 +44,10 @@ for _ in $(seq 1 120); do [ -s "$env" ] && break; sleep 0.5; done
 # shellcheck disable=SC1090
 . "$env"
 url="$QUILT_WEBDAV_URL$QUILT_WEBDAV_USER/"
-grep -q "WebDAV: $url" "$work/up.log"
+# quilt up writes webdav.env as the WebDAV server starts, and prints its
+# banner once every service is up: wait for that too.
+for _ in $(seq 1 120); do grep -q "WebDAV: $url" "$work/up.log" && break; sleep 0.5; done
+grep -q "WebDAV: $url" "$work/up.log" || { cat "$work/up.log"; echo "quilt up did not print the WebDAV URL $url"; exit 1; }
 
 say "auth"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X PROPFIND -H 'Depth: 0' "$url")
