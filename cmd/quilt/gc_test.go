@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,39 +17,32 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
-// shareBytes is the bytes of the share files of every node of g.
+// shareBytes is the bytes of the share files of g's first n nodes.
 func (g *testGrid) shareBytes(t *testing.T, n int) int64 {
 	t.Helper()
-	var total int64
-	for i := range n {
-		filepath.WalkDir(filepath.Join(g.nodeDir(i), "store", "shares"), func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || strings.HasSuffix(p, ".leases") {
-				return nil
-			}
-			if info, err := d.Info(); err == nil {
-				total += info.Size()
-			}
-			return nil
-		})
-	}
-	return total
+	shares, _ := g.storeBytes(n)
+	return shares
 }
 
-// settledShareBytes waits until the share bytes of g's first n nodes
-// hold still and returns them: a PUT is acknowledged at happiness, and
-// its last shares land after it.
+// settledShareBytes waits until the first n nodes of g have no share in
+// flight and the same share bytes for a second, and returns those bytes:
+// a PUT is acknowledged at happiness, and its last shares land after it.
 func (g *testGrid) settledShareBytes(t *testing.T, n int) int64 {
 	t.Helper()
-	prev := int64(-1)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		got := g.shareBytes(t, n)
-		if got == prev {
-			return got
+	deadline := time.Now().Add(30 * time.Second)
+	last, _ := g.storeBytes(n)
+	for stable := time.Now(); ; {
+		time.Sleep(100 * time.Millisecond)
+		shares, tmp := g.storeBytes(n)
+		if shares != last || tmp != 0 {
+			last, stable = shares, time.Now()
+		} else if time.Since(stable) >= time.Second {
+			return shares
 		}
-		prev = got
+		if time.Now().After(deadline) {
+			t.Fatalf("the nodes' share bytes did not settle in 30 s: %d, %d in flight", shares, tmp)
+		}
 	}
-	t.Fatal("the nodes' share bytes did not settle within 30 s")
-	return 0
 }
 
 // The grid reclaims space, with real processes: five nodes that sweep

@@ -63,26 +63,6 @@ func (g *testGrid) storeBytes(n int) (shares, tmp int64) {
 	return shares, tmp
 }
 
-// settledStoreBytes waits until the first n nodes have no share in
-// flight and the same share bytes for a second, and returns those bytes.
-func (g *testGrid) settledStoreBytes(t *testing.T, n int) int64 {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	last, _ := g.storeBytes(n)
-	for stable := time.Now(); ; {
-		time.Sleep(100 * time.Millisecond)
-		shares, tmp := g.storeBytes(n)
-		if shares != last || tmp != 0 {
-			last, stable = shares, time.Now()
-		} else if time.Since(stable) >= time.Second {
-			return shares
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the nodes' share bytes did not settle in 30 s: %d, %d in flight", shares, tmp)
-		}
-	}
-}
-
 // With real processes: four nodes started with --body-stall 2s and a
 // gateway with --s3-body-timeout 2s. A PUT announcing 50 MB that sends
 // 1 MiB and then stalls ends (400 RequestTimeout or a closed connection)
@@ -114,7 +94,7 @@ func TestIdleStalledPutReleased(t *testing.T) {
 	}
 	// "first" was acknowledged at happiness: its last shares may land
 	// after PutObject returns, and must not count as the stalled PUT's.
-	before := g.settledStoreBytes(t, nodes)
+	before := g.settledShareBytes(t, nodes)
 
 	// The stalled PUT: 1 MiB of 50 MB, then nothing.
 	pr, pw := io.Pipe()
