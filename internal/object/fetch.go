@@ -168,7 +168,14 @@ type fetcher struct {
 	peak     int   // most holders with requests in flight at once
 	hedges   int
 	owed     map[string]int64 // node → bytes asked of it and not yet received
-	start    time.Time
+	got      int64            // bytes of blocks received from every holder
+	firstAt  time.Time        // when the first block arrived
+	firstLen int64            // its length
+	// down is the client's downlink estimate (links.downlink; 0: none),
+	// and need the bytes of the blocks the read must still receive.
+	down  float64
+	need  int64
+	start time.Time
 }
 
 // fsrc is a holder as the fetcher sees it.
@@ -176,8 +183,13 @@ type fsrc struct {
 	src      *source
 	inflight int
 	rate     float64 // bytes per second, running estimate (0: none yet)
-	failed   bool
-	bad      int
+	// link is what its link is known to carry at least: the client's
+	// estimate when the read started, raised by what the read measures
+	// while other holders send too, replaced by what it measures while
+	// the holder has the downlink to itself (see links.download).
+	link   float64
+	failed bool
+	bad    int
 	// busyAt is when the holder's requests in flight last went from
 	// none to one, and busyBytes what it has sent since: the rate is
 	// their quotient, the holder's throughput over the time it had work,
@@ -185,10 +197,14 @@ type fsrc struct {
 	// back once buffered, so their gaps say nothing of the link).
 	busyAt    time.Time
 	busyBytes int64
-	lastAt    time.Time // when its latest block arrived
-	blocks    int       // blocks received and used
-	bytes     int64     // bytes of blocks received (used, or lost to a hedge)
-	first     time.Time
+	// busyFrom is the read's bytes received (fetcher.got) at busyAt:
+	// what the others sent while it was busy tells whether it had the
+	// downlink to itself (see links.download).
+	busyFrom int64
+	lastAt   time.Time // when its latest block arrived
+	blocks   int       // blocks received and used
+	bytes    int64     // bytes of blocks received (used, or lost to a hedge)
+	first    time.Time
 }
 
 // fseg is a segment being fetched.
@@ -236,6 +252,11 @@ func (c *Client) newFetcher(ctx context.Context, vc codec.VerifyCap, feed *sourc
 	for _, s := range feed.first {
 		f.srcs = append(f.srcs, f.newSrc(s))
 	}
+	f.down = c.links.downlink()
+	l := vc.Layout()
+	for seg := from; seg <= to; seg++ {
+		f.need += int64(vc.K * l.BlockLen(seg))
+	}
 	f.setWindow()
 	return f
 }
@@ -243,7 +264,8 @@ func (c *Client) newFetcher(ctx context.Context, vc codec.VerifyCap, feed *sourc
 // newSrc is a holder, with the client's estimate of its link as the
 // starting point of the read's own.
 func (f *fetcher) newSrc(s *source) *fsrc {
-	return &fsrc{src: s, rate: f.c.links.readRate(s.node)}
+	r := f.c.links.readRate(s.node)
+	return &fsrc{src: s, rate: r, link: r}
 }
 
 // maxRun is the most segments one request reads, and runTime how long
@@ -393,8 +415,15 @@ func (f *fetcher) eta(i, n int) time.Duration {
 // waits for it to finish one), and otherwise the soonest among those
 // with room (a hedge wants another holder now).
 func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
-	best := -1
-	var bestETA time.Duration
+	best, tail := -1, -1
+	var bestETA, tailETA time.Duration
+	// A holder whose link would take longer over the block than the
+	// downlink needs for all the read has still to receive is asked
+	// only if no other can be: its block would end the read late.
+	var rest time.Duration
+	if f.down > 0 {
+		rest = time.Duration(float64(f.need) / f.down * float64(time.Second))
+	}
 	for i, s := range f.srcs {
 		if s.failed || seg.blocks[s.src.share] != nil || (!pull && s.inflight >= limit) {
 			continue
@@ -402,9 +431,19 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 		if _, asked := seg.asked[s.src.share]; asked || seg.tried[s.src.share] {
 			continue
 		}
-		if e := f.eta(i, n); best < 0 || e < bestETA {
+		e := f.eta(i, n)
+		if rest > 0 && s.link > 0 && time.Duration(float64(n)/s.link*float64(time.Second)) > rest {
+			if tail < 0 || e < tailETA {
+				tail, tailETA = i, e
+			}
+			continue
+		}
+		if best < 0 || e < bestETA {
 			best, bestETA = i, e
 		}
+	}
+	if best < 0 {
+		best = tail
 	}
 	if best >= 0 && f.srcs[best].inflight >= limit {
 		return -1
@@ -424,7 +463,7 @@ func (f *fetcher) ask(from, to int64, i int, hedge bool) {
 		s.first = req.at
 	}
 	if s.inflight == 0 {
-		s.busyAt, s.busyBytes = req.at, 0
+		s.busyAt, s.busyBytes, s.busyFrom = req.at, 0, f.got
 	}
 	s.inflight++
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -661,9 +700,21 @@ func (f *fetcher) done(r fresult, last *error) {
 		s.lastAt = now
 		s.bytes += int64(len(r.b))
 		s.busyBytes += int64(len(r.b))
+		f.got += int64(len(r.b))
+		if f.firstAt.IsZero() {
+			f.firstAt, f.firstLen = now, int64(len(r.b))
+		} else if n := f.got - f.firstLen; n >= 1<<20 {
+			f.c.links.inflow(n, now.Sub(f.firstAt)) // the bytes since the first block
+		}
 		took := now.Sub(s.busyAt)
 		if s.busyBytes >= 16<<10 { // less times round trips
-			f.c.links.download(s.src.node, s.busyBytes, took)
+			shared := f.got-s.busyFrom-s.busyBytes >= s.busyBytes
+			f.c.links.download(s.src.node, s.busyBytes, took, shared)
+			if rate := float64(s.busyBytes) / max(took.Seconds(), 1e-6); shared {
+				s.link = max(s.link, rate)
+			} else {
+				s.link = rate
+			}
 		}
 		if rate := float64(s.busyBytes) / max(took.Seconds(), 1e-6); s.rate == 0 || s.busyBytes >= 16<<10 {
 			s.rate = rate
@@ -674,6 +725,7 @@ func (f *fetcher) done(r fresult, last *error) {
 		}
 		st.blocks[r.share] = r.b
 		st.got++
+		f.need -= int64(len(r.b))
 		s.blocks++
 	case errors.Is(r.err, context.Canceled):
 		// Cancelled here: its segment was whole, or its holder was cut

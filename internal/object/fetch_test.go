@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -339,5 +340,47 @@ func TestGetPullsBlocksToFreeFastHolders(t *testing.T) {
 	}
 	if slowBlocks >= minFast {
 		t.Errorf("the slow holder sent %d blocks, a fast one only %d", slowBlocks, minFast)
+	}
+}
+
+// Ten holders whose uplinks carry 4 MB/s send to a client whose
+// downlink carries 1 MB/s: each gets a part of the downlink. What a read
+// measures of them so is what they got, not what their links carry, and
+// it leaves the client's estimates of their links (seeded at 4 MB/s)
+// as they were. A reader that takes every measurement as the link's
+// presses them down toward the downlink's share (the next read would
+// start from rates that say how this one was spread), and the test
+// fails.
+func TestGetSharedDownlinkKeepsLinkEstimates(t *testing.T) {
+	skipInRaceRun(t)
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	c := g.ObjectsAt(clientHost, object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, _ := put(t, c, 15, 1<<20, p, 10)
+	const link = 4_000_000
+	seed := map[string]object.LinkEstimate{}
+	for i := range 10 {
+		ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Up: link})
+		seed[string(g.Nodes[i].ID())] = object.LinkEstimate{Down: link}
+	}
+	ln.SetHost(clientHost, linkemu.HostLimit{Down: 1_000_000})
+	rd := object.New(object.NodeGrid{Client: g.NodeClientAt(clientHost), MaxAge: time.Minute}, object.Options{LeaseSecret: testLease, Stall: time.Minute})
+	rd.SeedLinks(seed)
+	rep := mustGet(t, rd, rc, 15)
+	if rep.Holders <= 1 {
+		t.Fatalf("%d holders at once: the downlink was not shared", rep.Holders)
+	}
+	// A holder that ends the read alone measures the downlink itself
+	// and may lower its estimate; most must keep theirs.
+	var est []float64
+	for _, h := range rep.Reads {
+		e := rd.Links()[h.Node].Down
+		t.Logf("share %d on node %.8s: %d blocks at %.0f B/s in the read; estimate %.0f B/s", h.Share, h.Node, h.Blocks, h.Rate, e)
+		est = append(est, e)
+	}
+	slices.Sort(est)
+	if med := est[len(est)/2]; med < link/2 {
+		t.Fatalf("median estimate of the holders' links after the read: %.0f B/s; want the seeded %d kept", med, link)
 	}
 }

@@ -31,6 +31,10 @@ type links struct {
 	// measured to a node in coords; samples counts them.
 	self    *coordinate.Client
 	samples int
+	// in is the most the client's own downlink was seen to carry: the
+	// bytes of a read from all its holders over the time they took
+	// (bytes per second; 0: not measured).
+	in float64
 }
 
 // linkEst is one node's estimate.
@@ -85,15 +89,49 @@ func (l *links) upload(node string, n int64, d time.Duration) {
 	e.up = blend(e.up, float64(n)/d.Seconds())
 }
 
-// download records n bytes of blocks read from node in d.
-func (l *links) download(node string, n int64, d time.Duration) {
+// download records n bytes of blocks read from node in d. shared says
+// that other nodes were sending to the client at the same time, as much
+// as this one or more: the client's downlink was then split between
+// them, so the rate says what the node got of it, not what its link
+// carries, and is only a lower bound of the link's throughput. It may
+// raise the estimate, never lower it. (Were it let to, every read that
+// asks many holders at once would press the fast holders' estimates
+// down toward the downlink's share, and the next read would start
+// from rates that say more about how the last one was spread than
+// about the links: it would give blocks to slow holders whose blocks
+// then end the read late.) A rate measured while the node had the
+// downlink mostly to itself is the link's, and moves the estimate
+// either way.
+func (l *links) download(node string, n int64, d time.Duration, shared bool) {
 	if n <= 0 || d <= 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.est(node)
-	e.down = blend(e.down, float64(n)/d.Seconds())
+	if v := float64(n) / d.Seconds(); !shared || v > e.down {
+		e.down = blend(e.down, v)
+	}
+}
+
+// inflow records n bytes read from all of a read's holders in d: the
+// client's downlink carries that much at least.
+func (l *links) inflow(n int64, d time.Duration) {
+	if n <= 0 || d <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v := float64(n) / d.Seconds(); v > l.in {
+		l.in = blend(l.in, v)
+	}
+}
+
+// downlink is the client's downlink estimate (see inflow), 0 if none.
+func (l *links) downlink() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.in
 }
 
 // readRate is what a read expects of a node's link before it has

@@ -143,3 +143,29 @@ func TestSeedLinks(t *testing.T) {
 		t.Errorf("eta(b) = %v, not after eta(a) = %v", eta("b"), eta("a"))
 	}
 }
+
+// A download measured while other nodes sent to the client as well says
+// how much of the client's downlink the node got, a lower bound of its
+// link: it raises the estimate and never lowers it. One measured while
+// the node had the downlink to itself moves the estimate either way.
+func TestLinksSharedDownloadOnlyRaises(t *testing.T) {
+	var l links
+	l.download("a", 4_000_000, time.Second, false) // 4 MB/s alone
+	l.download("a", 1_000_000, time.Second, true)  // 1 MB/s beside others
+	if got := l.readRate("a"); got != 4e6 {
+		t.Fatalf("after a shared 1 MB/s: %.0f B/s, want the 4 MB/s measured alone", got)
+	}
+	l.download("a", 8_000_000, time.Second, true) // more than thought, though shared
+	if got := l.readRate("a"); got <= 4e6 {
+		t.Fatalf("after a shared 8 MB/s: %.0f B/s, want more than 4 MB/s", got)
+	}
+	before := l.readRate("a")
+	l.download("a", 1_000_000, time.Second, false) // slower, alone: the link is
+	if got := l.readRate("a"); got >= before {
+		t.Fatalf("after 1 MB/s alone: %.0f B/s, want less than %.0f", got, before)
+	}
+	l.download("b", 500_000, time.Second, true) // nothing known yet: a start
+	if got := l.readRate("b"); got != 5e5 {
+		t.Fatalf("b after its first shared download: %.0f B/s, want 500000", got)
+	}
+}

@@ -76,7 +76,7 @@ func (c *Client) quickRead(ctx context.Context, vc codec.VerifyCap, cd *codec.Co
 			if errs[j] == nil {
 				blocks[sh] = block
 				if bl >= 16<<10 { // less times round trips, as a read's blocks
-					c.links.download(plan.Nodes[sh], int64(bl), time.Since(start))
+					c.links.download(plan.Nodes[sh], int64(bl), time.Since(start), vc.K > 1) // its k shares come at once
 				}
 			}
 			if errs[j] != nil {
