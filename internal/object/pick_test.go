@@ -1,0 +1,43 @@
+package object
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quilt-grid/quilt/internal/codec"
+)
+
+// A read near its end, on a downlink of 8.7 MB/s with 4 MB of blocks
+// still to come (under half a second of it): a fast holder, measured at
+// 1.5 MB/s in this read (its part of the busy downlink; its link is
+// known to carry 4 MB/s), is at its limit of requests with 1.4 MB owed;
+// a slow holder, 310 kB/s, is free. By the rates alone the slow one
+// would deliver the next 350 kB block first (1.13 s against 1.16), but
+// its link needs longer over the block than the downlink needs for the
+// rest of the read, so its block would end the read late: the block
+// waits for the fast holder (pick says -1). A reader that goes by the
+// rates alone asks the slow holder, and the test fails. With nothing
+// but slow holders left to ask, the slow one is asked.
+func TestPickPassesOverHolderSlowerThanRestOfRead(t *testing.T) {
+	vc := codec.VerifyCap{Params: codec.Params{K: 3, N: 10, SegmentSize: 1 << 20}, Size: 8 << 20}
+	n := vc.Layout().BlockLen(0)
+	now := time.Now()
+	f := &fetcher{vc: vc, down: 8.7e6, need: 4e6, owed: map[string]int64{"fast": 1_400_000}}
+	f.srcs = []*fsrc{
+		{src: &source{share: 0, node: "fast", latency: 2 * time.Millisecond}, rate: 1.5e6, link: 4e6,
+			inflight: perHolder, busyAt: now, busyBytes: 1 << 40},
+		{src: &source{share: 1, node: "slow", latency: 2 * time.Millisecond}, rate: 310e3, link: 310e3,
+			lastAt: now},
+	}
+	seg := &fseg{blocks: make([][]byte, vc.N), asked: map[int]*freq{}, tried: map[int]bool{}}
+	if f.eta(1, n) >= f.eta(0, n) {
+		t.Fatalf("set-up: the slow holder's eta %v is not before the fast one's %v", f.eta(1, n), f.eta(0, n))
+	}
+	if got := f.pick(seg, n, perHolder, true); got != -1 {
+		t.Fatalf("pick = %d (the slow holder); want -1: wait for the fast holder", got)
+	}
+	f.srcs[0].failed = true
+	if got := f.pick(seg, n, perHolder, true); got != 1 {
+		t.Fatalf("with the fast holder failed, pick = %d; want 1: the slow holder is all there is", got)
+	}
+}
