@@ -31,6 +31,9 @@ type linksFile struct {
 	Grid  string                `json:"grid"`
 	Saved time.Time             `json:"saved"`
 	Nodes map[string]linkRecord `json:"nodes"`
+	// Downlink is the client's own downlink estimate
+	// (object.Client.Downlink), bytes per second.
+	Downlink float64 `json:"downlink_bytes_per_s,omitempty"`
 }
 
 // linkRecord is one node's kept estimate.
@@ -64,13 +67,14 @@ func (s *session) loadLinks() {
 		m[id] = object.LinkEstimate{Up: r.Up, Down: r.Down, RTT: time.Duration(r.RTTms * float64(time.Millisecond))}
 	}
 	s.objects.SeedLinks(m)
+	s.objects.SeedDownlink(f.Downlink)
 }
 
 // saveLinks keeps the session's estimates (those it seeded from and
 // those it measured) for the next command. Best effort: a failure to
 // write loses only estimates.
 func (s *session) saveLinks() {
-	f := linksFile{Grid: s.gridTag(), Saved: time.Now().UTC(), Nodes: map[string]linkRecord{}}
+	f := linksFile{Grid: s.gridTag(), Saved: time.Now().UTC(), Nodes: map[string]linkRecord{}, Downlink: s.objects.Downlink()}
 	for id, e := range s.objects.Links() {
 		if e.Up > 0 || e.Down > 0 || e.RTT > 0 {
 			f.Nodes[id] = linkRecord{Up: e.Up, Down: e.Down, RTTms: float64(e.RTT) / float64(time.Millisecond)}

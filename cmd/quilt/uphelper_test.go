@@ -90,7 +90,8 @@ func TestCLIKeepsLinkEstimates(t *testing.T) {
 		t.Fatal(err)
 	}
 	enc := []string{"--k", "2", "--n", "5", "--happy", "4"}
-	if _, log, err := g.quilt(nil, append([]string{"put"}, append(enc, in)...)...); err != nil {
+	capOut, log, err := g.quilt(nil, append([]string{"put"}, append(enc, in)...)...)
+	if err != nil {
 		t.Fatalf("put: %v\n%s", err, log)
 	}
 	var kept linksFile
@@ -110,7 +111,7 @@ func TestCLIKeepsLinkEstimates(t *testing.T) {
 	if measured < 4 || kept.Grid == "" || strings.Contains(string(b), inv.Secret.String()) {
 		t.Fatalf("links.json: %d nodes with an upload estimate (want 4 or more), grid %q, or it names the secret:\n%s", measured, kept.Grid, b)
 	}
-	_, log, err := g.quilt(nil, append([]string{"put", "-v", "--helper", inv.Addrs[0], "--helper-auto"}, append(enc, in)...)...)
+	_, log, err = g.quilt(nil, append([]string{"put", "-v", "--helper", inv.Addrs[0], "--helper-auto"}, append(enc, in)...)...)
 	if err != nil {
 		t.Fatalf("put --helper-auto: %v\n%s", err, log)
 	}
@@ -124,6 +125,21 @@ func TestCLIKeepsLinkEstimates(t *testing.T) {
 	}
 	if !strings.Contains(log, "path: helper") || !strings.Contains(log, "of 1 helpers") {
 		t.Errorf("put -v --helper auto did not go through node 0's helper:\n%s", log)
+	}
+	// A get keeps the downlink it measured too (the 2 MiB file is read
+	// from several holders at once), and the next command starts from it.
+	if _, log, err := g.quilt(nil, "get", strings.TrimSpace(capOut), "-o", filepath.Join(g.base, "out")); err != nil {
+		t.Fatalf("get: %v\n%s", err, log)
+	}
+	kept = linksFile{}
+	if b, err = os.ReadFile(filepath.Join(g.base, "home", "links.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &kept); err != nil {
+		t.Fatal(err)
+	}
+	if kept.Downlink <= 0 {
+		t.Errorf("links.json after a get of 2 MiB keeps no downlink estimate:\n%s", b)
 	}
 	if err := os.WriteFile(filepath.Join(g.base, "home", "links.json"), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)

@@ -60,17 +60,27 @@ func (b *countedBody) Close() error {
 
 func testLease(si sharefile.SI) []byte { return append([]byte("test lease "), si[:]...) }
 
+// emulatedObject starts a grid of ten nodes behind an emulated network
+// (no limits yet) and stores an object of size bytes there (3 of 10,
+// segments of 64 KiB, every share placed): the set-up of the tests of
+// reads on slow links, which then set the links' limits.
+func emulatedObject(t *testing.T, seed uint64, size int64) (*linkemu.Network, *testgrid.Grid, codec.Params, codec.ReadCap) {
+	t.Helper()
+	ln := linkemu.New(1)
+	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
+	c := g.ObjectsAt(clientHost, object.Options{})
+	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
+	rc, _ := put(t, c, seed, size, p, 10)
+	return ln, g, p, rc
+}
+
 // A read of many segments from holders whose uplinks are slow draws on
 // more than k of them at once: the blocks of consecutive segments go to
 // different holders. Reading k shares one stream each, as reads did,
 // never has more than k (k+1 for a moment when it swaps a slow stream)
 // holders in flight, and the test fails.
 func TestGetUsesMoreThanKHolders(t *testing.T) {
-	ln := linkemu.New(1)
-	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
-	c := g.ObjectsAt(clientHost, object.Options{})
-	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
-	rc, _ := put(t, c, 11, 2<<20, p, 10)
+	ln, g, p, rc := emulatedObject(t, 11, 2<<20)
 	for i := range 10 {
 		ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Up: 300_000})
 	}
@@ -95,11 +105,7 @@ func TestGetUsesMoreThanKHolders(t *testing.T) {
 // first (with an hour's Stall) is still waiting at the test's deadline,
 // and the test fails.
 func TestGetDoesNotWaitForSlowList(t *testing.T) {
-	ln := linkemu.New(1)
-	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
-	c := g.ObjectsAt(clientHost, object.Options{})
-	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
-	rc, _ := put(t, c, 12, 1<<20, p, 10)
+	ln, g, p, rc := emulatedObject(t, 12, 1<<20)
 	// The reader learns the members first (kept for an hour), then the
 	// last node's link back to it slows to ten minutes a chunk.
 	nc := g.NodeClientAt(clientHost)
@@ -302,11 +308,7 @@ func (g *asksCounter) GetShare(ctx context.Context, node string, key sharestore.
 // fails.
 func TestGetPullsBlocksToFreeFastHolders(t *testing.T) {
 	skipInRaceRun(t) // its counts depend on the emulated links' timing, which the race detector's slowness distorts
-	ln := linkemu.New(1)
-	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
-	c := g.ObjectsAt(clientHost, object.Options{})
-	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
-	rc, _ := put(t, c, 14, 8<<20, p, 10)
+	ln, g, _, rc := emulatedObject(t, 14, 8<<20)
 	const slow = 9
 	for i := range 10 {
 		ln.SetHost(testgrid.Host(i), linkemu.HostLimit{Up: 200_000})
@@ -353,11 +355,7 @@ func TestGetPullsBlocksToFreeFastHolders(t *testing.T) {
 // fails.
 func TestGetSharedDownlinkKeepsLinkEstimates(t *testing.T) {
 	skipInRaceRun(t)
-	ln := linkemu.New(1)
-	g := testgrid.New(t, testgrid.Options{Nodes: 10, Net: ln})
-	c := g.ObjectsAt(clientHost, object.Options{})
-	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
-	rc, _ := put(t, c, 15, 1<<20, p, 10)
+	ln, g, _, rc := emulatedObject(t, 15, 1<<20)
 	const link = 4_000_000
 	seed := map[string]object.LinkEstimate{}
 	for i := range 10 {

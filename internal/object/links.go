@@ -319,3 +319,21 @@ func (c *Client) SeedLinks(m map[string]LinkEstimate) {
 		}
 	}
 }
+
+// Downlink returns the most the client's own downlink was seen to carry
+// in a read (bytes per second; 0: not measured): reads pass over a
+// holder whose link would take longer over a block than the downlink
+// needs for the rest of the read (see fetcher.pick).
+func (c *Client) Downlink() float64 { return c.links.downlink() }
+
+// SeedDownlink gives the client the downlink estimate of an earlier
+// process (as SeedLinks does its links'), used until the client has
+// measured its own. A value that is not positive and finite is left
+// out.
+func (c *Client) SeedDownlink(v float64) {
+	c.links.mu.Lock()
+	defer c.links.mu.Unlock()
+	if c.links.in == 0 && v > 0 && v < 1e13 {
+		c.links.in = v
+	}
+}

@@ -169,3 +169,33 @@ func TestLinksSharedDownloadOnlyRaises(t *testing.T) {
 		t.Fatalf("b after its first shared download: %.0f B/s, want 500000", got)
 	}
 }
+
+// The downlink estimate is the most a read was seen to bring in: a
+// slower read does not lower it, a seeded one counts until the client
+// has measured its own, and a value that is not positive and finite is
+// not taken.
+func TestDownlinkEstimate(t *testing.T) {
+	c := &Client{}
+	c.SeedDownlink(math.NaN())
+	c.SeedDownlink(-1)
+	if got := c.Downlink(); got != 0 {
+		t.Fatalf("after bad seeds: %.0f, want 0", got)
+	}
+	c.SeedDownlink(5e6)
+	if got := c.Downlink(); got != 5e6 {
+		t.Fatalf("seeded 5 MB/s: %.0f", got)
+	}
+	c.links.inflow(2_000_000, time.Second) // a slow read: says nothing
+	if got := c.Downlink(); got != 5e6 {
+		t.Fatalf("after a read at 2 MB/s: %.0f, want the 5 MB/s kept", got)
+	}
+	c.links.inflow(9_000_000, time.Second)
+	if got := c.Downlink(); got <= 5e6 || got > 9e6 {
+		t.Fatalf("after a read at 9 MB/s: %.0f, want between 5 and 9 MB/s", got)
+	}
+	before := c.Downlink()
+	c.SeedDownlink(1e6) // measured here: a seed does not replace it
+	if got := c.Downlink(); got != before {
+		t.Fatalf("a seed replaced the measured %.0f with %.0f", before, got)
+	}
+}
