@@ -169,8 +169,7 @@ type fetcher struct {
 	hedges   int
 	owed     map[string]int64 // node → bytes asked of it and not yet received
 	got      int64            // bytes of blocks received from every holder
-	firstAt  time.Time        // when the first block arrived
-	firstLen int64            // its length
+	firstAsk time.Time        // when the first request was made
 	// down is the client's downlink estimate (links.downlink; 0: none),
 	// and need the bytes of the blocks the read must still receive.
 	down  float64
@@ -418,21 +417,32 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 	best, tail := -1, -1
 	var bestETA, tailETA time.Duration
 	// A holder whose link would take longer over the block than the
-	// downlink needs for all the read has still to receive is asked
-	// only if no other can be: its block would end the read late.
+	// downlink needs for all the read has still to receive, and longer
+	// than another holder's link needs for its backlog and the block,
+	// is asked only if no other can be: its block would end the read
+	// late. (The rates measured in the read do not show it: while the
+	// downlink is the limit, a fast holder's is only its part of it.)
 	var rest time.Duration
 	if f.down > 0 {
 		rest = time.Duration(float64(f.need) / f.down * float64(time.Second))
 	}
-	for i, s := range f.srcs {
-		if s.failed || seg.blocks[s.src.share] != nil || (!pull && s.inflight >= limit) {
-			continue
+	linkTime := func(s *fsrc, bytes int64) time.Duration {
+		return time.Duration(float64(bytes) / s.link * float64(time.Second))
+	}
+	sooner := time.Duration(math.MaxInt64) // the soonest a holder's link delivers the block, backlog included
+	if rest > 0 {
+		for _, s := range f.srcs {
+			if s.link > 0 && f.eligible(s, seg, limit, pull) {
+				sooner = min(sooner, s.src.latency+linkTime(s, f.owed[s.src.node]+int64(n)))
+			}
 		}
-		if _, asked := seg.asked[s.src.share]; asked || seg.tried[s.src.share] {
+	}
+	for i, s := range f.srcs {
+		if !f.eligible(s, seg, limit, pull) {
 			continue
 		}
 		e := f.eta(i, n)
-		if rest > 0 && s.link > 0 && time.Duration(float64(n)/s.link*float64(time.Second)) > rest {
+		if rest > 0 && s.link > 0 && max(rest, sooner) < linkTime(s, int64(n)) {
 			if tail < 0 || e < tailETA {
 				tail, tailETA = i, e
 			}
@@ -451,6 +461,18 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 	return best
 }
 
+// eligible says whether pick may ask holder s for a block of seg: it
+// has not failed, not sent the block or a bad one, not been asked for
+// it, and has room for a request unless the block may wait for it
+// (pull).
+func (f *fetcher) eligible(s *fsrc, seg *fseg, limit int, pull bool) bool {
+	if s.failed || seg.blocks[s.src.share] != nil || (!pull && s.inflight >= limit) {
+		return false
+	}
+	_, asked := seg.asked[s.src.share]
+	return !asked && !seg.tried[s.src.share]
+}
+
 // ask starts a request to holder i for its blocks of segments [from,
 // to], which st... (the segments' states) record as asked.
 func (f *fetcher) ask(from, to int64, i int, hedge bool) {
@@ -461,6 +483,9 @@ func (f *fetcher) ask(from, to int64, i int, hedge bool) {
 	f.owed[s.src.node] += req.left
 	if s.first.IsZero() {
 		s.first = req.at
+	}
+	if f.firstAsk.IsZero() {
+		f.firstAsk = req.at
 	}
 	if s.inflight == 0 {
 		s.busyAt, s.busyBytes, s.busyFrom = req.at, 0, f.got
@@ -701,10 +726,11 @@ func (f *fetcher) done(r fresult, last *error) {
 		s.bytes += int64(len(r.b))
 		s.busyBytes += int64(len(r.b))
 		f.got += int64(len(r.b))
-		if f.firstAt.IsZero() {
-			f.firstAt, f.firstLen = now, int64(len(r.b))
-		} else if n := f.got - f.firstLen; n >= 1<<20 {
-			f.c.links.inflow(n, now.Sub(f.firstAt)) // the bytes since the first block
+		if f.got >= 1<<20 {
+			// Over the time since the first request, round trip
+			// included: many holders' first blocks come at once, so
+			// bytes since the first block would overstate it.
+			f.c.links.inflow(f.got, now.Sub(f.firstAsk))
 		}
 		took := now.Sub(s.busyAt)
 		if s.busyBytes >= 16<<10 { // less times round trips

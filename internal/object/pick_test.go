@@ -41,3 +41,26 @@ func TestPickPassesOverHolderSlowerThanRestOfRead(t *testing.T) {
 		t.Fatalf("with the fast holder failed, pick = %d; want 1: the slow holder is all there is", got)
 	}
 }
+
+// Holders of links alike (about 1 MB/s each, as when the client's
+// downlink is not the limit), 300 ms of the read left: a free holder
+// whose block would outlast that is still asked, since the other's
+// link, busy with a block already, would deliver later. A reader that
+// passes over every holder slower than the rest of the read leaves the
+// block to wait for the busy one, and the test fails.
+func TestPickKeepsHolderNoSlowerThanOthers(t *testing.T) {
+	vc := codec.VerifyCap{Params: codec.Params{K: 3, N: 10, SegmentSize: 1 << 20}, Size: 8 << 20}
+	n := vc.Layout().BlockLen(0)
+	now := time.Now()
+	f := &fetcher{vc: vc, down: 10e6, need: 3e6, owed: map[string]int64{"busy": int64(n)}}
+	f.srcs = []*fsrc{
+		{src: &source{share: 0, node: "busy", latency: 2 * time.Millisecond}, rate: 1.2e6, link: 1.2e6,
+			inflight: perHolder, busyAt: now, busyBytes: 1 << 40},
+		{src: &source{share: 1, node: "free", latency: 2 * time.Millisecond}, rate: 1e6, link: 1e6,
+			lastAt: now},
+	}
+	seg := &fseg{blocks: make([][]byte, vc.N), asked: map[int]*freq{}, tried: map[int]bool{}}
+	if got := f.pick(seg, n, perHolder, true); got != 1 {
+		t.Fatalf("pick = %d; want 1, the free holder", got)
+	}
+}
