@@ -733,16 +733,17 @@ func (f *fetcher) done(r fresult, last *error) {
 			f.c.links.inflow(f.got, now.Sub(f.firstAsk))
 		}
 		took := now.Sub(s.busyAt)
+		rate := float64(s.busyBytes) / max(took.Seconds(), 1e-6)
 		if s.busyBytes >= 16<<10 { // less times round trips
 			shared := f.got-s.busyFrom-s.busyBytes >= s.busyBytes
 			f.c.links.download(s.src.node, s.busyBytes, took, shared)
-			if rate := float64(s.busyBytes) / max(took.Seconds(), 1e-6); shared {
+			if shared {
 				s.link = max(s.link, rate)
 			} else {
 				s.link = rate
 			}
 		}
-		if rate := float64(s.busyBytes) / max(took.Seconds(), 1e-6); s.rate == 0 || s.busyBytes >= 16<<10 {
+		if s.rate == 0 || s.busyBytes >= 16<<10 {
 			s.rate = rate
 		}
 		if st == nil || st.blocks[r.share] != nil || st.got >= f.vc.K {

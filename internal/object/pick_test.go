@@ -19,8 +19,7 @@ import (
 // rates alone asks the slow holder, and the test fails. With nothing
 // but slow holders left to ask, the slow one is asked.
 func TestPickPassesOverHolderSlowerThanRestOfRead(t *testing.T) {
-	vc := codec.VerifyCap{Params: codec.Params{K: 3, N: 10, SegmentSize: 1 << 20}, Size: 8 << 20}
-	n := vc.Layout().BlockLen(0)
+	vc, n := pickObject()
 	now := time.Now()
 	f := &fetcher{vc: vc, down: 8.7e6, need: 4e6, owed: map[string]int64{"fast": 1_400_000}}
 	f.srcs = []*fsrc{
@@ -29,7 +28,7 @@ func TestPickPassesOverHolderSlowerThanRestOfRead(t *testing.T) {
 		{src: &source{share: 1, node: "slow", latency: 2 * time.Millisecond}, rate: 310e3, link: 310e3,
 			lastAt: now},
 	}
-	seg := &fseg{blocks: make([][]byte, vc.N), asked: map[int]*freq{}, tried: map[int]bool{}}
+	seg := pickSegment(vc)
 	if f.eta(1, n) >= f.eta(0, n) {
 		t.Fatalf("set-up: the slow holder's eta %v is not before the fast one's %v", f.eta(1, n), f.eta(0, n))
 	}
@@ -49,8 +48,7 @@ func TestPickPassesOverHolderSlowerThanRestOfRead(t *testing.T) {
 // passes over every holder slower than the rest of the read leaves the
 // block to wait for the busy one, and the test fails.
 func TestPickKeepsHolderNoSlowerThanOthers(t *testing.T) {
-	vc := codec.VerifyCap{Params: codec.Params{K: 3, N: 10, SegmentSize: 1 << 20}, Size: 8 << 20}
-	n := vc.Layout().BlockLen(0)
+	vc, n := pickObject()
 	now := time.Now()
 	f := &fetcher{vc: vc, down: 10e6, need: 3e6, owed: map[string]int64{"busy": int64(n)}}
 	f.srcs = []*fsrc{
@@ -59,8 +57,20 @@ func TestPickKeepsHolderNoSlowerThanOthers(t *testing.T) {
 		{src: &source{share: 1, node: "free", latency: 2 * time.Millisecond}, rate: 1e6, link: 1e6,
 			lastAt: now},
 	}
-	seg := &fseg{blocks: make([][]byte, vc.N), asked: map[int]*freq{}, tried: map[int]bool{}}
+	seg := pickSegment(vc)
 	if got := f.pick(seg, n, perHolder, true); got != 1 {
 		t.Fatalf("pick = %d; want 1, the free holder", got)
 	}
+}
+
+// pickObject is the object of the pick tests (8 MiB, 3 of 10, 1 MiB
+// segments) and the length of its blocks.
+func pickObject() (codec.VerifyCap, int) {
+	vc := codec.VerifyCap{Params: codec.Params{K: 3, N: 10, SegmentSize: 1 << 20}, Size: 8 << 20}
+	return vc, vc.Layout().BlockLen(0)
+}
+
+// pickSegment is a segment of vc with nothing asked or received yet.
+func pickSegment(vc codec.VerifyCap) *fseg {
+	return &fseg{blocks: make([][]byte, vc.N), asked: map[int]*freq{}, tried: map[int]bool{}}
 }
