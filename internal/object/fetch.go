@@ -30,9 +30,9 @@ type sourceFeed struct {
 // findSources asks the live nodes, best-ranked first, for their shares of
 // the object with their trailers, and returns as soon as k distinct good
 // shares are known and a grace of a quarter of the time that took (at
-// least 20 ms, for holders about as fast) has passed, or every node has
-// answered. The shares of nodes that answer later come on late: a read
-// does not wait for the slowest node's list.
+// least listGrace, for holders about as fast) has passed, or every node
+// has answered. The shares of nodes that answer later come on late: a
+// read does not wait for the slowest node's list.
 func (c *Client) findSources(ctx context.Context, vc codec.VerifyCap) (*sourceFeed, error) {
 	tg, ok := c.grid.(TrailerGrid)
 	if !ok {
@@ -113,7 +113,7 @@ func (c *Client) findSources(ctx context.Context, vc codec.VerifyCap) (*sourceFe
 				feed.first = append(feed.first, s)
 			}
 			if grace == nil && len(shares) >= vc.K {
-				grace = time.After(max(20*time.Millisecond, time.Since(start)/4))
+				grace = time.After(max(listGrace, time.Since(start)/4))
 			}
 			continue
 		case <-grace:
@@ -135,6 +135,14 @@ func (c *Client) findSources(ctx context.Context, vc codec.VerifyCap) (*sourceFe
 	sort.Slice(feed.first, func(i, j int) bool { return feed.first[i].latency < feed.first[j].latency })
 	return feed, nil
 }
+
+// listGrace is the least a read waits, once k distinct shares are known,
+// for more nodes' share lists before it starts (findSources). Short: the
+// first lists come from the nodes nearest the client, and the holders
+// whose lists come later join the read as they arrive. (On the lab's
+// community network 20 ms of it was 3% of a 4 MiB read, and the read
+// started on slow holders whose lists had come in the meantime.)
+const listGrace = 5 * time.Millisecond
 
 // fetcher reads segments block by block, each block one range request to
 // one holder, spreading the blocks of consecutive segments over every
@@ -348,6 +356,13 @@ func (f *fetcher) rateOf(i int) float64 {
 			r = med - (med-r)*math.Exp(-idle)
 		}
 	}
+	return f.lateCap(i, r)
+}
+
+// lateCap caps rate r of holder i, if it is at work, at its next block
+// over the time it has been at it (see rateOf).
+func (f *fetcher) lateCap(i int, r float64) float64 {
+	s := f.srcs[i]
 	if s.inflight > 0 && r > 0 {
 		if busy := time.Since(s.busyAt) - s.src.latency; busy > 0 {
 			next := f.vc.Layout().BlockLen(0)
@@ -355,6 +370,19 @@ func (f *fetcher) rateOf(i int) float64 {
 		}
 	}
 	return r
+}
+
+// etaRate is the rate at which wait and eta expect holder i to deliver
+// what it is asked: its throughput estimate, or what its link is known
+// to carry (fsrc.link) where that is more, capped as rateOf caps a
+// late holder's. While many holders share the client's downlink, each
+// one's throughput is its part of it, and fast holders' parts are no
+// bigger than slow ones' (a slow link's is its link, a fast one's the
+// downlink's fair share): counting by those alone, a block goes to a
+// free slow holder rather than wait for a busy fast one, and the slow
+// one's block, arriving once the others are done, ends the read.
+func (f *fetcher) etaRate(i int) float64 {
+	return max(f.rateOf(i), f.lateCap(i, f.srcs[i].link))
 }
 
 // A holder measured at less than 1/slowRatio of the median throughput
@@ -386,7 +414,7 @@ func (f *fetcher) medianRate() float64 {
 func (f *fetcher) wait(i int) time.Duration {
 	s := f.srcs[i]
 	w := s.src.latency
-	if r := f.rateOf(i); r > 0 {
+	if r := f.etaRate(i); r > 0 {
 		w += time.Duration(float64(f.owed[s.src.node]) / r * float64(time.Second))
 	} else {
 		w *= time.Duration(s.inflight + 1) // nothing measured: spread evenly
@@ -399,7 +427,7 @@ func (f *fetcher) wait(i int) time.Duration {
 func (f *fetcher) eta(i, n int) time.Duration {
 	s := f.srcs[i]
 	e := f.wait(i)
-	if r := f.rateOf(i); r > 0 {
+	if r := f.etaRate(i); r > 0 {
 		e += time.Duration(float64(n) / r * float64(time.Second))
 	}
 	if s.src.share >= f.vc.K {
@@ -417,14 +445,15 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 	best, tail := -1, -1
 	var bestETA, tailETA time.Duration
 	// A holder whose link would take longer over the block than the
-	// downlink needs for all the read has still to receive, and longer
+	// read's capacity (the downlink) needs for all the read has still to
+	// receive, and longer
 	// than another holder's link needs for its backlog and the block,
 	// is asked only if no other can be: its block would end the read
 	// late. (The rates measured in the read do not show it: while the
 	// downlink is the limit, a fast holder's is only its part of it.)
 	var rest time.Duration
-	if f.down > 0 {
-		rest = time.Duration(float64(f.need) / f.down * float64(time.Second))
+	if down := f.capacity(); down > 0 {
+		rest = time.Duration(float64(f.need) / down * float64(time.Second))
 	}
 	linkTime := func(s *fsrc, bytes int64) time.Duration {
 		return time.Duration(float64(bytes) / s.link * float64(time.Second))
@@ -459,6 +488,24 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 		return -1
 	}
 	return best
+}
+
+// capacity is what the read can bring in at most, in bytes per second
+// (0: nothing known): the client's downlink estimate, or before the
+// client has one (its first read) what the holders' links carry
+// together by their estimates, which were measured on shared links and
+// so err low, leaving pick's pass-over rule the less eager.
+func (f *fetcher) capacity() float64 {
+	if f.down > 0 {
+		return f.down
+	}
+	var sum float64
+	for _, s := range f.srcs {
+		if !s.failed {
+			sum += s.link
+		}
+	}
+	return sum
 }
 
 // eligible says whether pick may ask holder s for a block of seg: it
