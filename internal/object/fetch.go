@@ -140,8 +140,7 @@ func (c *Client) findSources(ctx context.Context, vc codec.VerifyCap) (*sourceFe
 // for more nodes' share lists before it starts (findSources). Short: the
 // first lists come from the nodes nearest the client, and the holders
 // whose lists come later join the read as they arrive. (On the lab's
-// community network 20 ms of it was 3% of a 4 MiB read, and the read
-// started on slow holders whose lists had come in the meantime.)
+// community network 20 ms of it was 3% of a 4 MiB read.)
 const listGrace = 5 * time.Millisecond
 
 // fetcher reads segments block by block, each block one range request to
@@ -445,11 +444,10 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 	best, tail := -1, -1
 	var bestETA, tailETA time.Duration
 	// A holder whose link would take longer over the block than the
-	// read's capacity (the downlink) needs for all the read has still to
-	// receive, and longer
-	// than another holder's link needs for its backlog and the block,
-	// is asked only if no other can be: its block would end the read
-	// late. (The rates measured in the read do not show it: while the
+	// read's capacity (the downlink) needs for all the read has still
+	// to receive, and longer than another holder's link needs for its
+	// backlog and the block, is asked only if no other can be: its
+	// block would end the read late. (The rates measured in the read do not show it: while the
 	// downlink is the limit, a fast holder's is only its part of it.)
 	var rest time.Duration
 	if down := f.capacity(); down > 0 {
