@@ -411,9 +411,14 @@ func (f *fetcher) medianRate() float64 {
 // wait is how long holder i would take to start delivering a block
 // asked now: a round trip, and the bytes it owes already.
 func (f *fetcher) wait(i int) time.Duration {
+	return f.waitAt(i, f.etaRate(i))
+}
+
+// waitAt is wait with holder i's etaRate r given.
+func (f *fetcher) waitAt(i int, r float64) time.Duration {
 	s := f.srcs[i]
 	w := s.src.latency
-	if r := f.etaRate(i); r > 0 {
+	if r > 0 {
 		w += time.Duration(float64(f.owed[s.src.node]) / r * float64(time.Second))
 	} else {
 		w *= time.Duration(s.inflight + 1) // nothing measured: spread evenly
@@ -425,8 +430,9 @@ func (f *fetcher) wait(i int) time.Duration {
 // asked now, its backlog counted.
 func (f *fetcher) eta(i, n int) time.Duration {
 	s := f.srcs[i]
-	e := f.wait(i)
-	if r := f.etaRate(i); r > 0 {
+	r := f.etaRate(i) // once: it takes the median of the holders' rates
+	e := f.waitAt(i, r)
+	if r > 0 {
 		e += time.Duration(float64(n) / r * float64(time.Second))
 	}
 	if s.src.share >= f.vc.K {
@@ -447,8 +453,9 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 	// read's capacity (the downlink) needs for all the read has still
 	// to receive, and longer than another holder's link needs for its
 	// backlog and the block, is asked only if no other can be: its
-	// block would end the read late. (The rates measured in the read do not show it: while the
-	// downlink is the limit, a fast holder's is only its part of it.)
+	// block would end the read late. (The rates measured in the read do
+	// not show it: while the downlink is the limit, a fast holder's is
+	// only its part of it.)
 	var rest time.Duration
 	if down := f.capacity(); down > 0 {
 		rest = time.Duration(float64(f.need) / down * float64(time.Second))
