@@ -140,22 +140,45 @@ func TestGetDoesNotWaitForSlowList(t *testing.T) {
 	}
 }
 
-// blockAsks is the grid of real nodes recording, for each offset a
-// block request starts at, which shares were asked from there.
+// blockAsks is the grid of real nodes recording every block request:
+// which share, and the byte range asked of it.
 type blockAsks struct {
 	object.NodeGrid
-	mu     sync.Mutex
-	shares map[int64]map[int]bool
+	mu   sync.Mutex
+	asks []blockAsk
+}
+
+type blockAsk struct {
+	share    int
+	off, end int64
 }
 
 func (g *blockAsks) GetShare(ctx context.Context, node string, key sharestore.Key, off, n int64) (io.ReadCloser, error) {
 	g.mu.Lock()
-	if g.shares[off] == nil {
-		g.shares[off] = map[int]bool{}
-	}
-	g.shares[off][key.Share] = true
+	g.asks = append(g.asks, blockAsk{key.Share, off, off + n})
 	g.mu.Unlock()
 	return g.NodeGrid.GetShare(ctx, node, key, off, n)
+}
+
+// mostAsked is the largest number of distinct shares whose requested
+// ranges cover one byte offset (all shares have the same layout, so an
+// offset is one segment's block in every share). A request may cover
+// several segments and a hedge start inside it, so offsets are compared
+// by range, not by where requests start.
+func (g *blockAsks) mostAsked() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	most := 0
+	for _, at := range g.asks {
+		shares := map[int]bool{}
+		for _, a := range g.asks {
+			if a.off <= at.off && at.off < a.end {
+				shares[a.share] = true
+			}
+		}
+		most = max(most, len(shares))
+	}
+	return most
 }
 
 // The holders of the three data shares answer lists at once but send
@@ -182,15 +205,10 @@ func TestGetHedgesLateBlock(t *testing.T) {
 			}
 		}
 	}
-	fg := &blockAsks{NodeGrid: object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Second}, shares: map[int64]map[int]bool{}}
+	fg := &blockAsks{NodeGrid: object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Second}}
 	rd := object.New(fg, object.Options{LeaseSecret: testLease, Stall: time.Minute})
 	rep := mustGet(t, rd, rc, 13)
-	fg.mu.Lock()
-	most := 0
-	for _, sh := range fg.shares {
-		most = max(most, len(sh))
-	}
-	fg.mu.Unlock()
+	most := fg.mostAsked()
 	t.Logf("most shares asked for one segment: %d, hedges %d", most, rep.Hedges)
 	if most <= p.K {
 		t.Fatalf("at most %d shares asked for any segment: no hedge", most)
