@@ -146,6 +146,20 @@ type blockAsks struct {
 	object.NodeGrid
 	mu   sync.Mutex
 	asks []blockAsk
+	// lateList is how long the nodes in late take to answer a list.
+	late     map[string]bool
+	lateList time.Duration
+}
+
+func (g *blockAsks) ListTrailers(ctx context.Context, node string, si sharefile.SI) (map[int][]byte, error) {
+	if g.late[node] {
+		select {
+		case <-time.After(g.lateList):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.NodeGrid.ListTrailers(ctx, node, si)
 }
 
 type blockAsk struct {
@@ -181,7 +195,7 @@ func (g *blockAsks) mostAsked() int {
 	return most
 }
 
-// The holders of the three data shares answer lists at once but send
+// The holders of the three data shares answer lists first but send
 // blocks at 5 kB/s (testgrid.Throttle), a block taking seconds: the read
 // asks a spare holder for a late block's segment too (a hedge) well
 // before, so more than k shares are asked for some segment. A read that
@@ -196,16 +210,22 @@ func TestGetHedgesLateBlock(t *testing.T) {
 	c := g.Objects(object.Options{})
 	p := codec.Params{K: 3, N: 10, SegmentSize: 64 << 10}
 	rc, prep := put(t, c, 13, 512<<10, p, 10)
+	// The other holders' lists come 300 ms late, so the read starts on
+	// the data shares' holders (with every list at once it may start on
+	// three others and need no hedge).
+	fg := &blockAsks{NodeGrid: object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Second},
+		late: map[string]bool{}, lateList: 300 * time.Millisecond}
 	for _, sr := range prep.Shares {
-		if sr.Share < p.K {
-			for i, n := range g.Nodes {
-				if string(n.ID()) == sr.Node {
-					rates[i].Store(5_000)
-				}
+		if sr.Share >= p.K {
+			fg.late[sr.Node] = true
+			continue
+		}
+		for i, n := range g.Nodes {
+			if string(n.ID()) == sr.Node {
+				rates[i].Store(5_000)
 			}
 		}
 	}
-	fg := &blockAsks{NodeGrid: object.NodeGrid{Client: g.NodeClient(), MaxAge: time.Second}}
 	rd := object.New(fg, object.Options{LeaseSecret: testLease, Stall: time.Minute})
 	rep := mustGet(t, rd, rc, 13)
 	most := fg.mostAsked()
