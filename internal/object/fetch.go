@@ -449,13 +449,14 @@ func (f *fetcher) eta(i, n int) time.Duration {
 func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 	best, tail := -1, -1
 	var bestETA, tailETA time.Duration
-	// A holder whose link would take longer over the block than the
-	// read's capacity (the downlink) needs for all the read has still
-	// to receive, and longer than another holder's link needs for its
-	// backlog and the block, is asked only if no other can be: its
-	// block would end the read late. (The rates measured in the read do
-	// not show it: while the downlink is the limit, a fast holder's is
-	// only its part of it.)
+	// A holder whose link would take longer over what it owes and the
+	// block than the read's capacity (the downlink) needs for all the
+	// read has still to receive, and longer than another holder's link
+	// needs for its own, is asked only if no other can be: its block
+	// would end the read late. Counting what it owes keeps a slow
+	// holder to the blocks it can deliver by the read's end. (The
+	// rates measured in the read do not show it: while the downlink is
+	// the limit, a fast holder's is only its part of it.)
 	var rest time.Duration
 	if down := f.capacity(); down > 0 {
 		rest = time.Duration(float64(f.need) / down * float64(time.Second))
@@ -476,7 +477,7 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 			continue
 		}
 		e := f.eta(i, n)
-		if rest > 0 && s.link > 0 && max(rest, sooner) < linkTime(s, int64(n)) {
+		if rest > 0 && s.link > 0 && max(rest, sooner) < s.src.latency+linkTime(s, f.owed[s.src.node]+int64(n)) {
 			if tail < 0 || e < tailETA {
 				tail, tailETA = i, e
 			}

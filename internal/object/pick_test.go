@@ -75,6 +75,35 @@ func TestPickWaitsForBusyFastLink(t *testing.T) {
 	}
 }
 
+// A read with 7 MB of blocks still to come on a downlink of 8.7 MB/s
+// (0.80 s of it): a fast holder, whose link carries 3 MB/s, has three
+// blocks owed and a rate in the read of its part of the busy downlink
+// (1.35 MB/s by the late-holder cap); a slow holder, 750 kB/s, has one
+// block owed. By the estimates the slow one would deliver the next
+// block first (0.93 s against 1.04), and its link needs less than the
+// rest of the read for the block alone (0.47 s), but with the block it
+// owes already it would end the read late (0.93 s), while the fast
+// one's link brings all four of its blocks in 0.47 s: the block goes to
+// the fast holder. A reader that weighs a holder's link over the block
+// alone asks the slow one, and the test fails.
+func TestPickPassesOverHolderWhoseBacklogOutlastsRead(t *testing.T) {
+	vc, n := pickObject()
+	now := time.Now()
+	f := &fetcher{vc: vc, down: 8.7e6, need: 7e6, owed: map[string]int64{"fast": 3 * int64(n), "slow": int64(n)}}
+	f.srcs = []*fsrc{
+		{src: &source{share: 0, node: "fast", latency: 2 * time.Millisecond}, rate: 1.2e6, link: 3e6,
+			inflight: 1, busyAt: now.Add(-time.Second - 2*time.Millisecond), busyBytes: 1e6},
+		{src: &source{share: 1, node: "slow", latency: 2 * time.Millisecond}, rate: 750e3, link: 750e3,
+			inflight: 1, busyAt: now, busyBytes: 1 << 40},
+	}
+	if f.eta(1, n) >= f.eta(0, n) {
+		t.Fatalf("set-up: the slow holder's eta %v is not before the fast one's %v", f.eta(1, n), f.eta(0, n))
+	}
+	if got := f.pick(pickSegment(vc), n, perHolder, true); got != 0 {
+		t.Fatalf("pick = %d; want 0, the fast holder", got)
+	}
+}
+
 // Holders of links alike (about 1 MB/s each, as when the client's
 // downlink is not the limit), 300 ms of the read left: a free holder
 // whose block would outlast that is still asked, since the other's
