@@ -461,14 +461,16 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 	if down := f.capacity(); down > 0 {
 		rest = time.Duration(float64(f.need) / down * float64(time.Second))
 	}
-	linkTime := func(s *fsrc, bytes int64) time.Duration {
-		return time.Duration(float64(bytes) / s.link * float64(time.Second))
+	// linkDone is when a holder's link would deliver the block after
+	// what it owes, by its link estimate.
+	linkDone := func(s *fsrc) time.Duration {
+		return s.src.latency + time.Duration(float64(f.owed[s.src.node]+int64(n))/s.link*float64(time.Second))
 	}
-	sooner := time.Duration(math.MaxInt64) // the soonest a holder's link delivers the block, backlog included
+	sooner := time.Duration(math.MaxInt64) // the soonest linkDone of any holder
 	if rest > 0 {
 		for _, s := range f.srcs {
 			if s.link > 0 && f.eligible(s, seg, limit, pull) {
-				sooner = min(sooner, s.src.latency+linkTime(s, f.owed[s.src.node]+int64(n)))
+				sooner = min(sooner, linkDone(s))
 			}
 		}
 	}
@@ -477,7 +479,7 @@ func (f *fetcher) pick(seg *fseg, n int, limit int, pull bool) int {
 			continue
 		}
 		e := f.eta(i, n)
-		if rest > 0 && s.link > 0 && max(rest, sooner) < s.src.latency+linkTime(s, f.owed[s.src.node]+int64(n)) {
+		if rest > 0 && s.link > 0 && max(rest, sooner) < linkDone(s) {
 			if tail < 0 || e < tailETA {
 				tail, tailETA = i, e
 			}

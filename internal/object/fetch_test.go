@@ -146,11 +146,12 @@ type blockAsks struct {
 	object.NodeGrid
 	mu   sync.Mutex
 	asks []blockAsk
-	// lateList is how long the nodes in late take to answer a list.
+	// The nodes in late answer a list after lateList.
 	late     map[string]bool
 	lateList time.Duration
 }
 
+// ListTrailers answers after lateList for the nodes in late.
 func (g *blockAsks) ListTrailers(ctx context.Context, node string, si sharefile.SI) (map[int][]byte, error) {
 	if g.late[node] {
 		select {
